@@ -1,0 +1,59 @@
+// A graph as the core holds it while building and running one step: the
+// tensors (with their role) and the nodes, plus the C view handed to
+// backends.
+//
+// Thread-safety: none; a Graph belongs to one session step.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "dwell/graph.h"
+
+namespace dwell {
+
+enum class TensorRole : uint8_t {
+    Input,       // filled by the host each step (tokens, positions, ...)
+    Weight,      // model weights, bound to the model file's data
+    Cache,       // KV cache, persists across steps
+    Activation,  // produced by a node, lives in the step's arena
+    View,        // another shape of an existing tensor's data
+};
+
+struct TensorSlot {
+    dwell_tensor tensor{};
+    TensorRole role = TensorRole::Activation;
+    int32_t view_of = -1;   // for views: the tensor whose data this shares (never a view)
+    int32_t producer = -1;  // node index that writes it, -1 for leaves
+    int32_t layer = -1;
+};
+
+class Graph {
+public:
+    std::vector<TensorSlot> slots;
+    std::vector<dwell_node> nodes;
+    int32_t output = -1;
+
+    int32_t add_tensor(const dwell_tensor& t, TensorRole role, const std::string& name);
+    // The C view: tensor array rebuilt from slots (pointers to names stay valid
+    // while the Graph lives). Call after data pointers are final.
+    const dwell_graph& c_graph();
+    int32_t find_input(const std::string& name) const;
+
+    // The tensor that owns the memory of `id` (itself unless it is a view).
+    int32_t storage_of(int32_t id) const {
+        return slots[id].view_of >= 0 ? slots[id].view_of : id;
+    }
+
+private:
+    std::deque<std::string> names_;  // deque: growth never moves existing strings
+    std::vector<dwell_tensor> c_tensors_;
+    dwell_graph c_graph_{};
+};
+
+// Fills ne/nb of a contiguous tensor.
+dwell_tensor make_tensor(dwell_dtype dtype, int32_t n_dims, const int64_t* ne);
+
+}  // namespace dwell

@@ -1,0 +1,61 @@
+// A loaded model: its file (mapped), its tokenizer, the model-architecture
+// plugin that serves its general.architecture, and its weights bound as
+// tensors the backends read in place (no copy for host-memory backends).
+//
+// Thread-safety: immutable after load(); build_graph may be called from
+// several sessions, one at a time per session.
+// Ownership: shared by the sessions that use it; holds its plugin loaded.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "dwell/core/gguf_file.hpp"
+#include "dwell/core/graph_builder.hpp"
+#include "dwell/core/plugin_loader.hpp"
+#include "dwell/core/tokenizer.hpp"
+#include "dwell/model.h"
+
+namespace dwell {
+
+class Runtime;
+
+class Model {
+public:
+    // Throws dwell::Error with one line naming the file and the fault.
+    static std::shared_ptr<Model> load(Runtime& runtime, const std::filesystem::path& path);
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const std::filesystem::path& path() const { return file_.path(); }
+    const GgufFile& file() const { return file_; }
+    const Tokenizer& tokenizer() const { return *tokenizer_; }
+    const dwell_model_info& info() const { return info_; }
+    const std::string& architecture() const { return architecture_; }
+    const LoadedPlugin& plugin() const { return *plugin_; }
+    uint64_t weight_bytes() const { return weight_bytes_; }
+
+    const dwell_tensor* weight(std::string_view name) const;
+    // Runs the plugin's build_graph; throws with the plugin's message.
+    void build_graph(GraphBuilder& builder, const dwell_batch& batch) const;
+
+private:
+    Model(GgufFile file, std::shared_ptr<LoadedPlugin> plugin);
+    GgufFile file_;
+    std::shared_ptr<LoadedPlugin> plugin_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    dwell_model* handle_ = nullptr;
+    dwell_model_info info_{};
+    std::string architecture_;
+    std::map<std::string, dwell_tensor, std::less<>> weights_;
+    uint64_t weight_bytes_ = 0;
+};
+
+// dwell_metadata over a GGUF file, for model plugins.
+dwell_metadata gguf_metadata(const GgufFile& file);
+
+}  // namespace dwell

@@ -1,0 +1,106 @@
+// The runtime: one per process (or per embedding app). It reads the device
+// manifest, owns the memory pool, loads plugins, and initialises the
+// backends the manifest selects, in its order of preference. A backend that
+// cannot be had (plugin missing, device unavailable, same hardware already
+// taken) is skipped with a warning that says why, and the next one is tried.
+//
+// Thread-safety: construction and destruction from one thread; the const
+// accessors may be used from any thread afterwards.
+// Ownership: the runtime must outlive every Model and Session made from it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dwell/backend.h"
+#include "dwell/core/manifest.hpp"
+#include "dwell/core/memory_pool.hpp"
+#include "dwell/core/plugin_loader.hpp"
+
+namespace dwell {
+
+struct RuntimeOptions {
+    std::optional<std::filesystem::path> manifest;  // otherwise chosen by device facts
+    int32_t threads = 0;                            // > 0 overrides [cpu] threads
+    std::optional<uint64_t> memory_budget_bytes;    // overrides [memory] budget_mb
+    bool strict = false;  // fail instead of falling back to a lower-priority backend
+    bool require_backend = true;  // false: a runtime with no usable backend (for reports)
+};
+
+// An initialised backend context on one device.
+class Backend {
+public:
+    Backend(std::shared_ptr<LoadedPlugin> plugin, uint32_t device, const dwell_device_info& info,
+            dwell_backend_context* ctx, ManifestBackend entry);
+    ~Backend();
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
+
+    const LoadedPlugin& plugin() const { return *plugin_; }
+    const dwell_backend_plugin& api() const { return *plugin_->backend(); }
+    dwell_backend_context* context() const { return ctx_; }
+    const dwell_device_info& device_info() const { return info_; }
+    const ManifestBackend& entry() const { return entry_; }
+    std::string label() const;  // "cpu/cpu0"
+    std::string last_error() const;
+
+private:
+    std::shared_ptr<LoadedPlugin> plugin_;
+    uint32_t device_;
+    dwell_device_info info_;
+    dwell_backend_context* ctx_;
+    ManifestBackend entry_;
+};
+
+// What happened to each [[backend]] entry of the manifest.
+struct BackendChoice {
+    std::string plugin;
+    std::filesystem::path path;  // empty when not found
+    std::string device;
+    bool selected = false;
+    std::string reason;  // why skipped, or "selected"
+};
+
+class Runtime {
+public:
+    explicit Runtime(const RuntimeOptions& options = {});
+    ~Runtime();
+    Runtime(const Runtime&) = delete;
+    Runtime& operator=(const Runtime&) = delete;
+
+    const Manifest& manifest() const { return manifest_; }
+    const std::string& manifest_choice() const { return manifest_choice_; }  // why this manifest
+    MemoryPool& pool() { return *pool_; }
+    const MemoryPool& pool() const { return *pool_; }
+    PluginLoader& loader() { return *loader_; }
+    const dwell_host_services* host_services() const { return &services_; }
+    const std::vector<std::unique_ptr<Backend>>& backends() const { return backends_; }
+    const std::vector<BackendChoice>& backend_choices() const { return choices_; }
+    bool strict() const { return strict_; }
+
+    // The model plugin serving `architecture`; throws naming what was tried.
+    std::shared_ptr<LoadedPlugin> model_plugin_for(const std::string& architecture,
+                                                   const std::filesystem::path& model_path);
+
+    // Folders searched for manifests when none is given.
+    static std::vector<std::filesystem::path> manifest_dirs();
+
+private:
+    void choose_manifest(const RuntimeOptions& options);
+    void select_backends(const RuntimeOptions& options);
+
+    Manifest manifest_;
+    std::string manifest_choice_;
+    std::unique_ptr<MemoryPool> pool_;
+    dwell_host_services services_{};
+    std::unique_ptr<PluginLoader> loader_;
+    std::vector<std::unique_ptr<Backend>> backends_;
+    std::vector<BackendChoice> choices_;
+    bool strict_ = false;
+};
+
+}  // namespace dwell

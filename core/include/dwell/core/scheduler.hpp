@@ -1,0 +1,48 @@
+// Places each node of a graph on a backend and runs the graph split by
+// split. A node goes to the first selected backend, in manifest order, that
+// the manifest allows for it (ops/layers restrictions) and whose
+// supports_op accepts it. In strict mode a node the first allowed backend
+// declines is an error instead of a fallback.
+//
+// Thread-safety: const member functions may run concurrently on different
+// graphs; each backend context is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dwell/core/graph.hpp"
+
+namespace dwell {
+
+class Backend;
+
+struct Placement {
+    struct Split {
+        int32_t backend;
+        int32_t first_node;
+        int32_t end_node;  // one past the last
+    };
+    std::vector<int32_t> node_backend;  // per node, index into the backends
+    std::vector<Split> splits;
+    std::vector<std::string> fallbacks;  // one line per op kind that fell back, with why
+};
+
+class Scheduler {
+public:
+    Scheduler(std::vector<Backend*> backends, bool strict);
+
+    Placement place(Graph& graph) const;  // throws when a node can run nowhere
+    void run(Graph& graph, const Placement& placement) const;  // throws naming backend and node
+    // A few lines for the log: which layers and ops run where, and why
+    // anything fell back.
+    std::string describe(const Graph& graph, const Placement& placement) const;
+
+private:
+    bool allowed(const Backend& backend, const dwell_node& node) const;
+    std::vector<Backend*> backends_;
+    bool strict_;
+};
+
+}  // namespace dwell

@@ -1,0 +1,251 @@
+#include "dwell/core/runtime.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "dwell/core/device_facts.hpp"
+#include "dwell/core/error.hpp"
+#include "dwell/core/format_bytes.hpp"
+
+namespace dwell {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void host_log(void* /*host*/, int level, const char* plugin, const char* message) {
+    const char* who = plugin ? plugin : "plugin";
+    const char* msg = message ? message : "";
+    switch (level) {
+        case DWELL_LOG_DEBUG: spdlog::debug("[{}] {}", who, msg); break;
+        case DWELL_LOG_INFO: spdlog::info("[{}] {}", who, msg); break;
+        case DWELL_LOG_WARN: spdlog::warn("[{}] {}", who, msg); break;
+        default: spdlog::error("[{}] {}", who, msg); break;
+    }
+}
+
+void* host_page_alloc(void* host, size_t bytes) {
+    return static_cast<Runtime*>(host)->pool().allocate_raw(bytes, "a plugin allocation");
+}
+
+void host_page_free(void* host, void* ptr) { static_cast<Runtime*>(host)->pool().free_raw(ptr); }
+
+// Used only when no manifest folder exists at all (e.g. a bare test binary).
+constexpr const char* kBuiltinManifest = R"(
+[device]
+name = "built-in default"
+[[backend]]
+plugin = "cpu"
+)";
+
+}  // namespace
+
+Backend::Backend(std::shared_ptr<LoadedPlugin> plugin, uint32_t device, const dwell_device_info& info,
+                 dwell_backend_context* ctx, ManifestBackend entry)
+    : plugin_(std::move(plugin)), device_(device), info_(info), ctx_(ctx), entry_(std::move(entry)) {}
+
+Backend::~Backend() {
+    if (ctx_) api().context_destroy(ctx_);
+}
+
+std::string Backend::label() const {
+    return plugin_->name() + "/" + (info_.name ? info_.name : std::to_string(device_));
+}
+
+std::string Backend::last_error() const {
+    const char* e = api().context_last_error ? api().context_last_error(ctx_) : nullptr;
+    return e && *e ? e : "no message";
+}
+
+std::vector<fs::path> Runtime::manifest_dirs() {
+    std::vector<fs::path> dirs;
+    if (const char* env = std::getenv("DWELL_MANIFEST_DIR"); env && *env) dirs.emplace_back(env);
+    boost::dll::fs::error_code ec;
+    fs::path exe = boost::dll::program_location(ec);
+    if (!ec) dirs.push_back((exe.parent_path() / ".." / "share" / "dwell" / "manifests").lexically_normal());
+    return dirs;
+}
+
+Runtime::Runtime(const RuntimeOptions& options) : strict_(options.strict) {
+    choose_manifest(options);
+    uint64_t budget = options.memory_budget_bytes.value_or(manifest_.memory.budget_bytes);
+    pool_ = std::make_unique<MemoryPool>(manifest_.memory.page_size, budget);
+
+    services_.struct_size = sizeof(services_);
+    services_.abi_major = DWELL_ABI_MAJOR;
+    services_.abi_minor = DWELL_ABI_MINOR;
+    services_.host = this;
+    services_.log = host_log;
+    services_.page_alloc = host_page_alloc;
+    services_.page_free = host_page_free;
+
+    loader_ = std::make_unique<PluginLoader>(manifest_.plugins.search_paths, &services_);
+    select_backends(options);
+}
+
+Runtime::~Runtime() {
+    // Contexts go before the libraries that implement them.
+    backends_.clear();
+}
+
+void Runtime::choose_manifest(const RuntimeOptions& options) {
+    if (options.manifest) {
+        manifest_ = Manifest::load(*options.manifest);
+        manifest_choice_ = "given with --manifest";
+        return;
+    }
+    const DeviceFacts facts = DeviceFacts::probe();
+    std::optional<Manifest> best;
+    fs::path generic;
+    for (const auto& dir : manifest_dirs()) {
+        std::error_code ec;
+        if (!fs::is_directory(dir, ec)) continue;
+        std::vector<fs::path> files;
+        for (const auto& e : fs::directory_iterator(dir, ec)) {
+            if (e.path().extension() == ".toml") files.push_back(e.path());
+        }
+        std::sort(files.begin(), files.end());
+        for (const auto& f : files) {
+            if (f.filename() == "generic-x86_64.toml" && generic.empty()) generic = f;
+            Manifest m;
+            try {
+                m = Manifest::load(f);
+            } catch (const Error& e) {
+                spdlog::warn("ignoring manifest: {}", e.what());
+                continue;
+            }
+            if (manifest_matches(m, facts) &&
+                (!best || manifest_specificity(m) > manifest_specificity(*best))) {
+                best = std::move(m);
+            }
+        }
+    }
+    if (best) {
+        manifest_ = std::move(*best);
+        manifest_choice_ = "matched this device (" + facts.arch + ")";
+    } else if (!generic.empty()) {
+        manifest_ = Manifest::load(generic);
+        manifest_choice_ = "no manifest matched this device (" + facts.arch + "); using the generic one";
+    } else {
+        manifest_ = Manifest::parse(kBuiltinManifest, "<built-in>");
+        manifest_choice_ = "no manifest folder found; using the built-in cpu-only manifest";
+        spdlog::warn("{}", manifest_choice_);
+    }
+}
+
+void Runtime::select_backends(const RuntimeOptions& options) {
+    std::set<std::string> hardware_taken;
+    for (const ManifestBackend& entry : manifest_.backends) {
+        BackendChoice choice;
+        choice.plugin = entry.plugin;
+        auto skip = [&](const std::string& why) {
+            choice.reason = why;
+            spdlog::warn("{}:{}: backend '{}' skipped: {}", manifest_.source.string(), entry.line, entry.plugin, why);
+            choices_.push_back(choice);
+        };
+        std::vector<PluginFailure> failures;
+        auto plugin = loader_->find(entry.plugin, failures);
+        if (!plugin) {
+            std::string tried;
+            for (const auto& f : failures) {
+                tried += (tried.empty() ? "" : "; ") + f.path.string() + " (" + f.reason + ")";
+            }
+            skip("plugin " + PluginLoader::file_name_for(entry.plugin) + " not usable, tried: " +
+                 (tried.empty() ? "no search folder exists" : tried));
+            continue;
+        }
+        choice.path = plugin->path();
+        const dwell_backend_plugin* api = plugin->backend();
+        if (!api) {
+            skip("plugin " + plugin->path().string() + " is not a backend plugin");
+            continue;
+        }
+        uint32_t count = 0;
+        if (api->device_count(api->self, &count) != DWELL_OK) {
+            const char* e = api->last_error ? api->last_error(api->self) : nullptr;
+            skip(std::string("probe failed: ") + (e ? e : "no message"));
+            continue;
+        }
+        std::optional<uint32_t> chosen;
+        dwell_device_info info{};
+        std::string why_none = count == 0 ? "the plugin found no device" : "";
+        for (uint32_t i = 0; i < count; ++i) {
+            dwell_device_info di{};
+            di.struct_size = sizeof(di);
+            if (api->device_info(api->self, i, &di) != DWELL_OK) continue;
+            const std::string dname = di.name ? di.name : "";
+            if (entry.device && *entry.device != dname) continue;
+            if (!di.available) {
+                why_none = "device " + dname + " unavailable: " + (di.unavailable_reason ? di.unavailable_reason : "no reason given");
+                continue;
+            }
+            const std::string hw = di.hardware_id ? di.hardware_id : "";
+            if (!hw.empty() && hardware_taken.count(hw)) {
+                why_none = "device " + dname + " is hardware " + hw + ", already used by a higher-priority backend";
+                continue;
+            }
+            chosen = i;
+            info = di;
+            break;
+        }
+        if (!chosen) {
+            skip(why_none.empty() ? "no device named '" + entry.device.value_or("") + "'" : why_none);
+            continue;
+        }
+        choice.device = info.name ? info.name : "";
+        std::map<std::string, std::string> opts = entry.options;
+        if (info.kind == DWELL_DEVICE_CPU && !opts.count("threads")) {
+            int32_t threads = options.threads > 0 ? options.threads : manifest_.cpu.threads;
+            if (threads > 0) opts["threads"] = std::to_string(threads);
+        } else if (info.kind == DWELL_DEVICE_CPU && options.threads > 0) {
+            opts["threads"] = std::to_string(options.threads);
+        }
+        std::vector<dwell_option> c_opts;
+        for (const auto& [k, v] : opts) c_opts.push_back({k.c_str(), v.c_str()});
+        dwell_backend_context* ctx = nullptr;
+        dwell_status st = api->context_create(api->self, *chosen, c_opts.data(), c_opts.size(), &services_, &ctx);
+        if (st != DWELL_OK || !ctx) {
+            const char* e = api->last_error ? api->last_error(api->self) : nullptr;
+            skip(std::string("initialisation failed: ") + (e && *e ? e : dwell_status_name(st)));
+            continue;
+        }
+        if (info.hardware_id && *info.hardware_id) hardware_taken.insert(info.hardware_id);
+        choice.selected = true;
+        choice.reason = "selected";
+        choices_.push_back(choice);
+        backends_.push_back(std::make_unique<Backend>(plugin, *chosen, info, ctx, entry));
+        spdlog::info("backend {} selected ({})", backends_.back()->label(), plugin->path().string());
+    }
+    if (backends_.empty() && options.require_backend) {
+        std::string why;
+        for (const auto& c : choices_) why += (why.empty() ? "" : "; ") + c.plugin + ": " + c.reason;
+        throw Error(DWELL_ERR_UNAVAILABLE, manifest_.source.string() + ": no usable backend (" +
+                                               (why.empty() ? "the manifest lists none" : why) + ")");
+    }
+}
+
+std::shared_ptr<LoadedPlugin> Runtime::model_plugin_for(const std::string& architecture, const fs::path& model_path) {
+    auto found = loader_->discover_all();
+    std::string served;
+    for (const auto& p : found.plugins) {
+        const dwell_model_plugin* m = p->model();
+        if (!m) continue;
+        for (size_t i = 0; i < m->n_architectures; ++i) {
+            if (m->architectures[i] && architecture == m->architectures[i]) return p;
+            served += (served.empty() ? "" : ", ") + std::string(m->architectures[i] ? m->architectures[i] : "?");
+        }
+    }
+    for (const auto& f : found.failures) spdlog::warn("{}", f.reason);
+    std::string dirs;
+    for (const auto& d : loader_->search_dirs()) dirs += (dirs.empty() ? "" : ", ") + d.string();
+    throw Error(DWELL_ERR_UNSUPPORTED, model_path.string() + ": no model plugin serves architecture '" + architecture +
+                                           "' (architectures served: " + (served.empty() ? "none" : served) +
+                                           "; plugin folders: " + dirs + ")");
+}
+
+}  // namespace dwell

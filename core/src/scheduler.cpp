@@ -1,0 +1,126 @@
+#include "dwell/core/scheduler.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "dwell/core/error.hpp"
+#include "dwell/core/runtime.hpp"
+
+namespace dwell {
+
+namespace {
+
+std::string node_str(const dwell_node& n, int32_t index) {
+    std::string s = "node " + std::to_string(index) + " (" + dwell_op_name(n.op);
+    if (n.layer >= 0) s += ", layer " + std::to_string(n.layer);
+    return s + ")";
+}
+
+std::string layer_range(const std::set<int32_t>& layers) {
+    std::string s;
+    for (auto it = layers.lower_bound(0); it != layers.end();) {
+        const int32_t first = *it;
+        int32_t last = first;
+        while (++it != layers.end() && *it == last + 1) ++last;
+        s += (s.empty() ? "layers " : ", ") + std::to_string(first) + (last > first ? "-" + std::to_string(last) : "");
+    }
+    // Nodes outside any layer: the embedding lookup and the output head.
+    if (layers.count(-1)) s += s.empty() ? "embedding/output" : " + embedding/output";
+    return s;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(std::vector<Backend*> backends, bool strict) : backends_(std::move(backends)), strict_(strict) {}
+
+bool Scheduler::allowed(const Backend& backend, const dwell_node& node) const {
+    const auto& e = backend.entry();
+    if (!e.ops.empty() && std::find(e.ops.begin(), e.ops.end(), dwell_op_name(node.op)) == e.ops.end()) return false;
+    if (!e.layers.empty() && std::find(e.layers.begin(), e.layers.end(), node.layer) == e.layers.end()) return false;
+    return true;
+}
+
+Placement Scheduler::place(Graph& graph) const {
+    const dwell_graph& cg = graph.c_graph();
+    Placement p;
+    p.node_backend.resize(graph.nodes.size(), -1);
+    std::map<std::string, std::string> fallback_reasons;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+        const dwell_node& node = graph.nodes[i];
+        std::string declined;
+        for (size_t b = 0; b < backends_.size(); ++b) {
+            const Backend& be = *backends_[b];
+            if (!allowed(be, node)) continue;
+            if (be.api().supports_op(be.context(), &cg, static_cast<int32_t>(i))) {
+                p.node_backend[i] = static_cast<int32_t>(b);
+                break;
+            }
+            if (strict_) {
+                throw Error(DWELL_ERR_UNSUPPORTED, "strict placement: " + node_str(node, static_cast<int32_t>(i)) +
+                                                       " is not supported by " + be.label() +
+                                                       " and strict mode forbids falling back");
+            }
+            declined += (declined.empty() ? "" : ", ") + be.label();
+        }
+        if (p.node_backend[i] < 0) {
+            throw Error(DWELL_ERR_UNSUPPORTED, node_str(node, static_cast<int32_t>(i)) +
+                                                   " can run on no selected backend (declined by: " +
+                                                   (declined.empty() ? "none allowed by the manifest" : declined) + ")");
+        }
+        if (!declined.empty()) {
+            fallback_reasons[std::string(dwell_op_name(node.op)) + " -> " + backends_[p.node_backend[i]]->label()] =
+                "declined by " + declined;
+        }
+        if (p.splits.empty() || p.splits.back().backend != p.node_backend[i]) {
+            p.splits.push_back({p.node_backend[i], static_cast<int32_t>(i), static_cast<int32_t>(i) + 1});
+        } else {
+            p.splits.back().end_node = static_cast<int32_t>(i) + 1;
+        }
+    }
+    for (const auto& [what, why] : fallback_reasons) p.fallbacks.push_back(what + " (" + why + ")");
+    return p;
+}
+
+void Scheduler::run(Graph& graph, const Placement& placement) const {
+    const dwell_graph& cg = graph.c_graph();
+    std::vector<int32_t> ids;
+    for (const auto& split : placement.splits) {
+        const Backend& be = *backends_[split.backend];
+        ids.clear();
+        for (int32_t n = split.first_node; n < split.end_node; ++n) ids.push_back(n);
+        const dwell_status st = be.api().graph_compute(be.context(), &cg, ids.data(), ids.size());
+        if (st != DWELL_OK) {
+            throw Error(st, be.label() + " failed on nodes " + std::to_string(split.first_node) + "-" +
+                                std::to_string(split.end_node - 1) + ": " + be.last_error());
+        }
+    }
+}
+
+std::string Scheduler::describe(const Graph& graph, const Placement& placement) const {
+    std::string out;
+    for (size_t b = 0; b < backends_.size(); ++b) {
+        std::set<int32_t> layers;
+        std::map<std::string, int> ops;
+        size_t n = 0;
+        for (size_t i = 0; i < graph.nodes.size(); ++i) {
+            if (placement.node_backend[i] != static_cast<int32_t>(b)) continue;
+            layers.insert(graph.nodes[i].layer);
+            ++ops[dwell_op_name(graph.nodes[i].op)];
+            ++n;
+        }
+        if (n == 0) {
+            out += backends_[b]->label() + ": no nodes\n";
+            continue;
+        }
+        std::string op_list;
+        for (const auto& [name, count] : ops) op_list += (op_list.empty() ? "" : " ") + name + "x" + std::to_string(count);
+        out += backends_[b]->label() + ": " + std::to_string(n) + " nodes, " + layer_range(layers) + " [" +
+               op_list + "]\n";
+    }
+    out += std::to_string(placement.splits.size()) + " split(s)";
+    for (const auto& f : placement.fallbacks) out += "\nfallback: " + f;
+    return out;
+}
+
+}  // namespace dwell

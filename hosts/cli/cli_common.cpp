@@ -1,0 +1,55 @@
+#include "cli_common.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+namespace dwell::cli {
+
+void add_runtime_options(po::options_description& desc, CommonArgs& args) {
+    desc.add_options()
+        ("manifest", po::value(&args.manifest), "device manifest (TOML); default: the one matching this device")
+        ("threads,t", po::value(&args.threads), "CPU threads (default: the manifest's [cpu] threads, else all cores)")
+        ("memory-budget", po::value(&args.memory_budget_mb), "memory budget in MiB (overrides [memory] budget_mb)")
+        ("strict", po::bool_switch(&args.strict), "fail instead of falling back to a lower-priority backend")
+        ("verbose,v", po::value<int>(&args.verbosity)->implicit_value(1)->zero_tokens(), "log placement and loading (-v)");
+}
+
+RuntimeOptions runtime_options(const CommonArgs& args) {
+    RuntimeOptions o;
+    if (!args.manifest.empty()) o.manifest = args.manifest;
+    o.threads = args.threads;
+    if (args.memory_budget_mb >= 0) o.memory_budget_bytes = static_cast<uint64_t>(args.memory_budget_mb) << 20;
+    o.strict = args.strict;
+    return o;
+}
+
+void set_verbosity(int verbosity) {
+    // Logs go to stderr so stdout carries only the generated text.
+    auto logger = spdlog::stderr_color_mt("dwell");
+    logger->set_pattern("dwell: %^%l%$: %v");
+    spdlog::set_default_logger(logger);
+    spdlog::set_level(verbosity >= 2 ? spdlog::level::debug
+                      : verbosity == 1 ? spdlog::level::info
+                                       : spdlog::level::warn);
+}
+
+bool parse(const std::string& command, const std::string& usage, po::options_description& desc,
+           const std::vector<std::string>& args, po::variables_map& vm,
+           const po::positional_options_description* positional) {
+    desc.add_options()("help,h", po::bool_switch(), "show this help");
+    po::command_line_parser parser(args);
+    parser.options(desc);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);
+    // --help wins over missing required options, so notify() comes after it.
+    if (vm.count("help") && vm["help"].as<bool>()) {
+        std::cout << "usage: dwell " << command << " " << usage << "\n\n" << desc << "\n";
+        return false;
+    }
+    po::notify(vm);
+    return true;
+}
+
+}  // namespace dwell::cli

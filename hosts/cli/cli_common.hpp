@@ -1,0 +1,38 @@
+// What every `dwell` subcommand shares: runtime options on the command line,
+// log verbosity, and how a failure is printed (one line, exit code 1).
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+#include "dwell/core/runtime.hpp"
+
+namespace dwell::cli {
+
+namespace po = boost::program_options;
+
+struct CommonArgs {
+    std::string manifest;
+    int32_t threads = 0;
+    int64_t memory_budget_mb = -1;
+    bool strict = false;
+    int verbosity = 0;
+};
+
+// --manifest, --threads, --memory-budget, --strict, -v.
+void add_runtime_options(po::options_description& desc, CommonArgs& args);
+RuntimeOptions runtime_options(const CommonArgs& args);
+void set_verbosity(int verbosity);
+
+// Parses argv for a subcommand; prints help and returns false for --help.
+// Throws po::error on bad options.
+bool parse(const std::string& command, const std::string& usage, po::options_description& desc,
+           const std::vector<std::string>& args, po::variables_map& vm,
+           const po::positional_options_description* positional = nullptr);
+
+int run_command(const std::vector<std::string>& args);
+int devices_command(const std::vector<std::string>& args);
+int synth_command(const std::vector<std::string>& args);
+
+}  // namespace dwell::cli

@@ -1,0 +1,59 @@
+// `dwell`: one executable, one subcommand per job.
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli_common.hpp"
+#include "dwell/core/error.hpp"
+
+namespace dwell {
+const char* version();
+}
+
+namespace {
+
+void usage(std::ostream& out) {
+    out << "usage: dwell <command> [options]   (dwell <command> --help for its options)\n\n"
+           "commands:\n"
+           "  run      generate text from a prompt and print the speed\n"
+           "  devices  list plugins, devices and what the manifest selected\n"
+           "  synth    write a Llama-shaped GGUF with random weights\n"
+           "  version  print the version\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        usage(std::cerr);
+        return 2;
+    }
+    const std::string command = argv[1];
+    std::vector<std::string> args(argv + 2, argv + argc);
+    if (command == "-h" || command == "--help" || command == "help") {
+        usage(std::cout);
+        return 0;
+    }
+    if (command == "version" || command == "--version") {
+        std::cout << "dwell " << dwell::version() << " (plugin ABI " << DWELL_ABI_MAJOR << "." << DWELL_ABI_MINOR
+                  << ")\n";
+        return 0;
+    }
+    try {
+        if (command == "run") return dwell::cli::run_command(args);
+        if (command == "devices") return dwell::cli::devices_command(args);
+        if (command == "synth") return dwell::cli::synth_command(args);
+        std::cerr << "dwell: unknown command '" << command << "'\n";
+        usage(std::cerr);
+        return 2;
+    } catch (const boost::program_options::error& e) {
+        std::cerr << "dwell " << command << ": " << e.what() << " (see dwell " << command << " --help)\n";
+        return 2;
+    } catch (const std::exception& e) {
+        std::cerr << "dwell " << command << ": error: " << e.what() << "\n";
+        return 1;
+    }
+}

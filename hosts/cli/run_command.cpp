@@ -1,0 +1,77 @@
+// `dwell run`: generate text, streamed to stdout token by token; speed on stderr.
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "cli_common.hpp"
+#include "dwell/core/generate.hpp"
+#include "dwell/core/model.hpp"
+#include "dwell/core/sampler.hpp"
+#include "dwell/core/session.hpp"
+#include "dwell/core/tokenizer.hpp"
+
+namespace dwell::cli {
+
+int run_command(const std::vector<std::string>& args) {
+    CommonArgs common;
+    std::string model_path, prompt;
+    int32_t n_predict = 128, n_ctx = 0;
+    bool no_echo = false;
+    SamplerParams sp;
+    int64_t seed = -1;
+    po::options_description desc("dwell run");
+    desc.add_options()
+        ("model,m", po::value(&model_path)->required(), "model file (GGUF)")
+        ("prompt,p", po::value(&prompt)->default_value(""), "prompt text (empty: start from BOS)")
+        ("n-predict,n", po::value(&n_predict)->default_value(128), "tokens to generate")
+        ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
+        ("temp", po::value(&sp.temperature)->default_value(0.8f, "0.8"), "temperature (0: greedy)")
+        ("top-k", po::value(&sp.top_k)->default_value(40), "top-k (0: off)")
+        ("top-p", po::value(&sp.top_p)->default_value(0.95f, "0.95"), "top-p (1: off)")
+        ("min-p", po::value(&sp.min_p)->default_value(0.05f, "0.05"), "min-p (0: off)")
+        ("repeat-penalty", po::value(&sp.repeat_penalty)->default_value(1.0f, "1.0"), "repetition penalty (1: off)")
+        ("repeat-last-n", po::value(&sp.repeat_last_n)->default_value(64), "tokens the penalty looks back over")
+        ("seed", po::value(&seed)->default_value(-1), "sampling seed (-1: random)")
+        ("no-echo", po::bool_switch(&no_echo), "do not print the prompt before the generated text");
+    add_runtime_options(desc, common);
+    po::variables_map vm;
+    if (!parse("run", "-m MODEL [-p PROMPT] [-n N] [options]", desc, args, vm)) return 0;
+    set_verbosity(common.verbosity);
+    if (n_predict < 0) throw po::validation_error(po::validation_error::invalid_option_value, "n-predict");
+    sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+
+    Runtime runtime(runtime_options(common));
+    auto model = Model::load(runtime, model_path);
+    SessionOptions so;
+    so.n_ctx = n_ctx;
+    Session session(runtime, model, so);
+    Sampler sampler(sp);
+
+    const Tokenizer& tok = model->tokenizer();
+    const std::vector<int32_t> ids = tok.encode(prompt, true);
+    if (!no_echo) {
+        std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+        std::fflush(stdout);
+    }
+    // With a prompt the continuation keeps its leading space; from BOS alone
+    // the first piece's dummy-prefix space is dropped, as in decode().
+    StreamDecoder stream(tok, prompt.empty());
+    const GenerationStats stats = generate(session, ids, n_predict, sampler, [&](int32_t token) {
+        const std::string text = stream.push(token);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        return true;
+    });
+    const std::string rest = stream.finish();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+
+    std::fprintf(stderr, "prompt: %d tokens in %.3f s (%.1f tok/s) | generation: %d tokens in %.3f s (%.1f tok/s)%s\n",
+                 stats.n_prompt, stats.prompt_seconds, stats.prompt_tokens_per_second(), stats.n_generated,
+                 stats.generation_seconds, stats.generation_tokens_per_second(),
+                 stats.stopped_at_eos ? " | stopped at end of sequence" : "");
+    return 0;
+}
+
+}  // namespace dwell::cli

@@ -1,0 +1,306 @@
+// The cpu backend plugin: the ABI glue around dwell_cpu_kernels.
+//
+// Every entry point catches all exceptions and turns them into a status plus
+// a message (per context when there is one, per plugin otherwise), because
+// nothing may unwind across the C ABI.
+//
+// State: the ABI has no plugin teardown call and requires the vtable and
+// info strings to live until unload, so they sit in one function-local
+// static, built on first query and immutable afterwards. The only mutable
+// parts are error messages, kept where the ABI says callers read them.
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <forward_list>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <string_view>
+
+#include "cpu_device_probe.hpp"
+#include "dwell/backend.h"
+#include "dwell/plugin.h"
+#include "op_dispatch.hpp"
+#include "thread_pool.hpp"
+
+// The opaque context type of backend.h, defined here.
+struct dwell_backend_context {
+    explicit dwell_backend_context(unsigned threads) : pool(threads) {}
+    dwell::cpu::ThreadPool pool;
+    std::string last_error;
+};
+
+namespace dwell::cpu {
+namespace {
+
+constexpr const char* kPluginName = "cpu";
+constexpr const char* kPluginVersion = "0.1.0";
+constexpr const char* kDeviceName = "cpu0";
+// Far above any real core count; catches typos like "threads = 40000".
+constexpr unsigned kMaxThreads = 1024;
+
+// The plugin-wide last error. Probe calls may come from any thread, so each
+// thread sees the message of its own last failing call and no thread can
+// free a string another is reading.
+std::string& plugin_error() {
+    thread_local std::string message;
+    return message;
+}
+
+dwell_status fail_plugin(dwell_status status, std::string message) {
+    plugin_error() = std::move(message);
+    return status;
+}
+
+// Runs fn, turning any exception into a status and a message.
+template <typename Fn>
+dwell_status guarded(std::string& error, Fn fn) noexcept {
+    try {
+        return fn();
+    } catch (const std::bad_alloc&) {
+        error = "out of memory";
+        return DWELL_ERR_OUT_OF_MEMORY;
+    } catch (const std::exception& e) {
+        try {
+            error = e.what();
+        } catch (...) {
+        }
+        return DWELL_ERR_INTERNAL;
+    } catch (...) {
+        error = "unknown exception";
+        return DWELL_ERR_INTERNAL;
+    }
+}
+
+dwell_status device_count(void*, uint32_t* count) {
+    if (count == nullptr)
+        return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "device_count: null count");
+    *count = 1;
+    return DWELL_OK;
+}
+
+const CpuIdentity& identity(void* self) {
+    return *static_cast<const CpuIdentity*>(self);
+}
+
+dwell_status device_info(void* self, uint32_t index, dwell_device_info* info) {
+    return guarded(plugin_error(), [&]() -> dwell_status {
+        if (info == nullptr)
+            return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "device_info: null info");
+        if (index != 0) {
+            return fail_plugin(DWELL_ERR_INVALID_ARGUMENT,
+                               "device index " + std::to_string(index) +
+                                   " is out of range: the cpu plugin has 1 device");
+        }
+        const CpuIdentity& id = identity(self);
+        const MemoryInfo mem = probe_memory();
+        // Write only what the caller's struct has room for, and tell it how
+        // much of it we filled.
+        if (DWELL_HAS_FIELD(info, dwell_device_info, name)) info->name = kDeviceName;
+        if (DWELL_HAS_FIELD(info, dwell_device_info, description)) {
+            info->description = id.model.c_str();
+        }
+        if (DWELL_HAS_FIELD(info, dwell_device_info, kind)) info->kind = DWELL_DEVICE_CPU;
+        if (DWELL_HAS_FIELD(info, dwell_device_info, hardware_id)) {
+            info->hardware_id = id.hardware_id.c_str();
+        }
+        if (DWELL_HAS_FIELD(info, dwell_device_info, memory_total)) info->memory_total = mem.total;
+        if (DWELL_HAS_FIELD(info, dwell_device_info, memory_free)) {
+            info->memory_free = mem.available;
+        }
+        if (DWELL_HAS_FIELD(info, dwell_device_info, buffer_kind)) {
+            info->buffer_kind = DWELL_BUFFER_HOST;
+        }
+        if (DWELL_HAS_FIELD(info, dwell_device_info, available)) info->available = 1;
+        if (DWELL_HAS_FIELD(info, dwell_device_info, unavailable_reason)) {
+            info->unavailable_reason = "";
+        }
+        info->struct_size =
+            std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_device_info)));
+        return DWELL_OK;
+    });
+}
+
+const char* last_error(void*) {
+    return plugin_error().c_str();
+}
+
+// A decimal integer in [1, kMaxThreads], nothing else.
+bool parse_threads(std::string_view text, unsigned* out) {
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value == 0 ||
+        value > kMaxThreads) {
+        return false;
+    }
+    *out = value;
+    return true;
+}
+
+dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
+                            const dwell_host_services* host, dwell_backend_context** out) {
+    return guarded(plugin_error(), [&]() -> dwell_status {
+        if (out == nullptr)
+            return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "context_create: null out");
+        *out = nullptr;
+        if (device != 0) {
+            return fail_plugin(DWELL_ERR_INVALID_ARGUMENT,
+                               "device index " + std::to_string(device) +
+                                   " is out of range: the cpu plugin has 1 device");
+        }
+        if (n_options > 0 && options == nullptr) {
+            return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "context_create: null options");
+        }
+        unsigned threads = ThreadPool::default_threads();
+        for (size_t i = 0; i < n_options; ++i) {
+            const std::string_view key = options[i].key ? options[i].key : "";
+            const std::string_view value = options[i].value ? options[i].value : "";
+            if (key == "threads") {
+                if (!parse_threads(value, &threads)) {
+                    return fail_plugin(DWELL_ERR_INVALID_ARGUMENT,
+                                       "cpu backend option 'threads' must be an integer in [1, " +
+                                           std::to_string(kMaxThreads) + "], got '" +
+                                           std::string(value) + "'");
+                }
+            } else {
+                return fail_plugin(
+                    DWELL_ERR_INVALID_ARGUMENT,
+                    "unknown cpu backend option '" + std::string(key) + "' (known: threads)");
+            }
+        }
+        auto ctx = std::make_unique<dwell_backend_context>(threads);
+        if (host != nullptr && DWELL_HAS_FIELD(host, dwell_host_services, log) &&
+            host->log != nullptr) {
+            const std::string line = std::string(kDeviceName) + ": " + std::to_string(threads) +
+                                     (threads == 1 ? " thread" : " threads");
+            host->log(host->host, DWELL_LOG_INFO, kPluginName, line.c_str());
+        }
+        *out = ctx.release();
+        return DWELL_OK;
+    });
+}
+
+void context_destroy(dwell_backend_context* ctx) {
+    // Joining the pool's threads cannot throw; the unique_ptr owns the delete.
+    std::unique_ptr<dwell_backend_context> owned(ctx);
+}
+
+const char* context_last_error(dwell_backend_context* ctx) {
+    return ctx != nullptr ? ctx->last_error.c_str() : "null cpu backend context";
+}
+
+int32_t supports_op(dwell_backend_context*, const dwell_graph* graph, int32_t node) {
+    try {
+        return check_node(graph, node, /*need_data=*/false) ? 0 : 1;
+    } catch (...) {
+        return 0;
+    }
+}
+
+dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* graph,
+                           const int32_t* node_ids, size_t n_ids) {
+    if (ctx == nullptr) {
+        return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "graph_compute: null context");
+    }
+    return guarded(ctx->last_error, [&]() -> dwell_status {
+        OpVerdict problem = compute_nodes(graph, node_ids, n_ids, ctx->pool);
+        if (!problem) return DWELL_OK;
+        ctx->last_error = std::move(problem->message);
+        return problem->status;
+    });
+}
+
+struct PluginState {
+    CpuIdentity identity = probe_cpu_identity();
+    dwell_backend_plugin vtable{};
+    // Refusal messages handed out in dwell_plugin_info::error; they must
+    // outlive the query, and list nodes never move. One per distinct host
+    // version, so the list stays tiny.
+    std::mutex errors_mutex;
+    std::forward_list<std::string> errors;
+
+    PluginState() {
+        vtable.struct_size = sizeof(vtable);
+        vtable.self = &identity;
+        vtable.device_count = device_count;
+        vtable.device_info = device_info;
+        vtable.last_error = last_error;
+        vtable.context_create = context_create;
+        vtable.context_destroy = context_destroy;
+        vtable.context_last_error = context_last_error;
+        vtable.supports_op = supports_op;
+        vtable.graph_compute = graph_compute;
+    }
+
+    const char* keep_error(std::string message) {
+        std::lock_guard lock(errors_mutex);
+        for (const std::string& e : errors) {
+            if (e == message) return e.c_str();
+        }
+        errors.push_front(std::move(message));
+        return errors.front().c_str();
+    }
+};
+
+PluginState& plugin_state() {
+    static PluginState state;
+    return state;
+}
+
+dwell_status query(const dwell_host_services* host, dwell_plugin_info* info) {
+    if (info == nullptr || !DWELL_HAS_FIELD(info, dwell_plugin_info, abi_minor)) {
+        return DWELL_ERR_INVALID_ARGUMENT;
+    }
+    // The ABI version goes out even on refusal, so the host can name it.
+    info->abi_major = DWELL_ABI_MAJOR;
+    info->abi_minor = DWELL_ABI_MINOR;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, name)) info->name = kPluginName;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, version)) info->version = kPluginVersion;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, description)) {
+        info->description = "CPU backend: scalar reference kernels";
+    }
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, kind)) info->kind = DWELL_PLUGIN_BACKEND;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, backend)) info->backend = nullptr;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, model)) info->model = nullptr;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, error)) info->error = nullptr;
+    info->struct_size =
+        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_plugin_info)));
+
+    PluginState& state = plugin_state();
+    auto refuse = [&](dwell_status status, std::string message) {
+        if (DWELL_HAS_FIELD(info, dwell_plugin_info, error)) {
+            info->error = state.keep_error(std::move(message));
+        }
+        return status;
+    };
+    if (host == nullptr || !DWELL_HAS_FIELD(host, dwell_host_services, abi_minor)) {
+        return refuse(DWELL_ERR_INVALID_ARGUMENT, "cpu plugin: no usable host services");
+    }
+    if (host->abi_major != DWELL_ABI_MAJOR) {
+        return refuse(DWELL_ERR_ABI_MISMATCH,
+                      "cpu plugin: host ABI " + std::to_string(host->abi_major) + "." +
+                          std::to_string(host->abi_minor) + " is incompatible with plugin ABI " +
+                          std::to_string(DWELL_ABI_MAJOR) + "." + std::to_string(DWELL_ABI_MINOR) +
+                          " (major versions differ)");
+    }
+    if (!DWELL_HAS_FIELD(info, dwell_plugin_info, backend)) {
+        return refuse(DWELL_ERR_ABI_MISMATCH, "cpu plugin: plugin info struct too small");
+    }
+    info->backend = &state.vtable;
+    return DWELL_OK;
+}
+
+}  // namespace
+}  // namespace dwell::cpu
+
+extern "C" DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host,
+                                                               dwell_plugin_info* info) {
+    try {
+        return dwell::cpu::query(host, info);
+    } catch (const std::bad_alloc&) {
+        return DWELL_ERR_OUT_OF_MEMORY;
+    } catch (...) {
+        return DWELL_ERR_INTERNAL;
+    }
+}

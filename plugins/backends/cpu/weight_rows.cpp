@@ -1,0 +1,121 @@
+#include "weight_rows.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace dwell::cpu {
+
+namespace {
+
+// Element loads go through memcpy: rows of 2-byte types and quantized
+// blocks may sit at any even (or odd) address inside a mapped file.
+inline uint16_t load_u16(const unsigned char* p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+inline float load_f32(const unsigned char* p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+}  // namespace
+
+bool is_weight_dtype(dwell_dtype t) {
+    switch (t) {
+        case DWELL_F32:
+        case DWELL_F16:
+        case DWELL_BF16:
+        case DWELL_Q8_0:
+        case DWELL_Q4_0:
+            return true;
+        default:
+            return false;
+    }
+}
+
+void dequantize_row(dwell_dtype t, const void* row, float* out, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    switch (t) {
+        case DWELL_F32:
+            memcpy(out, p, static_cast<size_t>(n) * sizeof(float));
+            return;
+        case DWELL_F16:
+            for (int64_t i = 0; i < n; ++i) out[i] = dwell_fp16_to_fp32(load_u16(p + 2 * i));
+            return;
+        case DWELL_BF16:
+            for (int64_t i = 0; i < n; ++i) out[i] = dwell_bf16_to_fp32(load_u16(p + 2 * i));
+            return;
+        case DWELL_Q8_0:
+            for (int64_t b = 0; b < n / DWELL_QK8_0; ++b) {
+                const unsigned char* block = p + b * sizeof(dwell_block_q8_0);
+                const float d = block_scale(block);
+                const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
+                float* y = out + b * DWELL_QK8_0;
+                for (int j = 0; j < DWELL_QK8_0; ++j) y[j] = static_cast<float>(qs[j]) * d;
+            }
+            return;
+        case DWELL_Q4_0:
+            for (int64_t b = 0; b < n / DWELL_QK4_0; ++b) {
+                const unsigned char* block = p + b * sizeof(dwell_block_q4_0);
+                const float d = block_scale(block);
+                const unsigned char* qs = block + 2;
+                float* y = out + b * DWELL_QK4_0;
+                for (int j = 0; j < DWELL_QK4_0 / 2; ++j) {
+                    y[j] = static_cast<float>((qs[j] & 0x0f) - 8) * d;
+                    y[j + DWELL_QK4_0 / 2] = static_cast<float>((qs[j] >> 4) - 8) * d;
+                }
+            }
+            return;
+        default:
+            throw std::invalid_argument("dequantize_row: not a weight dtype");
+    }
+}
+
+float dot_row(dwell_dtype t, const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    float sum = 0.0f;
+    switch (t) {
+        case DWELL_F32:
+            for (int64_t i = 0; i < n; ++i) sum += load_f32(p + 4 * i) * x[i];
+            return sum;
+        case DWELL_F16:
+            for (int64_t i = 0; i < n; ++i) sum += dwell_fp16_to_fp32(load_u16(p + 2 * i)) * x[i];
+            return sum;
+        case DWELL_BF16:
+            for (int64_t i = 0; i < n; ++i) sum += dwell_bf16_to_fp32(load_u16(p + 2 * i)) * x[i];
+            return sum;
+        case DWELL_Q8_0:
+            // Sum q * x within a block, then scale once: fewer roundings than
+            // scaling every product, and the shape SIMD versions will have.
+            for (int64_t b = 0; b < n / DWELL_QK8_0; ++b) {
+                const unsigned char* block = p + b * sizeof(dwell_block_q8_0);
+                const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
+                const float* xb = x + b * DWELL_QK8_0;
+                float block_sum = 0.0f;
+                for (int j = 0; j < DWELL_QK8_0; ++j)
+                    block_sum += static_cast<float>(qs[j]) * xb[j];
+                sum += block_sum * block_scale(block);
+            }
+            return sum;
+        case DWELL_Q4_0:
+            for (int64_t b = 0; b < n / DWELL_QK4_0; ++b) {
+                const unsigned char* block = p + b * sizeof(dwell_block_q4_0);
+                const unsigned char* qs = block + 2;
+                const float* xb = x + b * DWELL_QK4_0;
+                float block_sum = 0.0f;
+                for (int j = 0; j < DWELL_QK4_0 / 2; ++j) {
+                    block_sum += static_cast<float>((qs[j] & 0x0f) - 8) * xb[j];
+                    block_sum += static_cast<float>((qs[j] >> 4) - 8) * xb[j + DWELL_QK4_0 / 2];
+                }
+                sum += block_sum * block_scale(block);
+            }
+            return sum;
+        default:
+            throw std::invalid_argument("dot_row: not a weight dtype");
+    }
+}
+
+}  // namespace dwell::cpu

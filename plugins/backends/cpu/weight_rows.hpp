@@ -1,0 +1,31 @@
+// Reading rows of weight dtypes (F32, F16, BF16, Q8_0, Q4_0) as f32.
+//
+// Scalar reference code: correctness and clarity first; SIMD variants can
+// replace these later as long as they match them within rounding.
+//
+// Thread-safety: pure functions. Ownership: callers own every buffer.
+#pragma once
+
+#include <cstdint>
+
+#include "dwell/tensor.h"
+
+namespace dwell::cpu {
+
+// True for the dtypes a weight row may have.
+bool is_weight_dtype(dwell_dtype t);
+
+// Writes the n values of `row` (n a whole number of blocks) to out as f32.
+void dequantize_row(dwell_dtype t, const void* row, float* out, int64_t n);
+
+// sum_k row[k] * x[k] over n elements, accumulated in f32.
+float dot_row(dwell_dtype t, const void* row, const float* x, int64_t n);
+
+// The fp16 scale of a quantized block, read without assuming alignment.
+inline float block_scale(const void* block) {
+    uint16_t d;
+    memcpy(&d, block, sizeof d);
+    return dwell_fp16_to_fp32(d);
+}
+
+}  // namespace dwell::cpu

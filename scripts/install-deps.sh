@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages dwell builds with, if any is missing.
+# Runs apt-get only when needed (as root, or through sudo).
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build pkg-config ccache binutils
+  libboost-dev libboost-program-options-dev
+  libspdlog-dev libfmt-dev libzstd-dev libsentencepiece-dev libtomlplusplus-dev
+  libgtest-dev libgmock-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "dwell: installing missing packages: ${missing[*]}" >&2
+as_root=()
+[ "$(id -u)" -eq 0 ] || as_root=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds everything and runs the whole test suite with ctest.
+#   scripts/test.sh              Release build in build/
+#   scripts/test.sh --sanitize   ASan+UBSan build in build-asan/
+# Tests that need ../shared/models report SKIPPED with the reason when it is absent.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+sanitize=OFF
+build=${DWELL_BUILD_DIR:-$root/build}
+type=Release
+if [ "${1:-}" = "--sanitize" ]; then
+  sanitize=ON
+  build=${DWELL_BUILD_DIR:-$root/build-asan}
+  type=Debug
+fi
+
+"$root/scripts/install-deps.sh"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=$type -DDWELL_SANITIZE=$sanitize >/dev/null
+cmake --build "$build"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)"

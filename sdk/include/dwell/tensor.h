@@ -1,0 +1,192 @@
+/* dwell SDK — element types, tensor descriptors and the weight block formats.
+ *
+ * Shapes follow the "fastest dimension first" convention: ne[0] is the
+ * number of elements in a row, ne[1] the number of rows, and so on. nb[i] is
+ * the stride of dimension i in bytes; for block-quantized types nb[0] is the
+ * size of one block and a row holds ne[0] / block_size blocks.
+ *
+ * Thread-safety: every function here is pure.
+ * Ownership: a dwell_tensor never owns its memory; the host owns the buffer
+ * it points into for as long as the graph that holds it is alive. */
+#ifndef DWELL_TENSOR_H
+#define DWELL_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DWELL_MAX_DIMS 4
+
+/* Values are part of the ABI: never renumber, only append. */
+typedef enum dwell_dtype {
+    DWELL_F32 = 0,
+    DWELL_F16 = 1,
+    DWELL_BF16 = 2,
+    DWELL_Q8_0 = 3, /* blocks of 32: fp16 scale d, 32 x int8; x = d * q */
+    DWELL_Q4_0 = 4, /* blocks of 32: fp16 scale d, 16 bytes; x = d * (nibble - 8),
+                       low nibbles hold elements 0..15, high nibbles 16..31 */
+    DWELL_Q4_K = 5,
+    DWELL_Q6_K = 6,
+    DWELL_I4_G = 7, /* dwell group-wise asymmetric int4 */
+    DWELL_FP8_E4M3 = 8,
+    DWELL_I32 = 9,
+    DWELL_DTYPE_COUNT = 10
+} dwell_dtype;
+
+#define DWELL_QK8_0 32
+#define DWELL_QK4_0 32
+
+typedef struct dwell_block_q8_0 {
+    uint16_t d; /* fp16 */
+    int8_t qs[DWELL_QK8_0];
+} dwell_block_q8_0;
+
+typedef struct dwell_block_q4_0 {
+    uint16_t d; /* fp16 */
+    uint8_t qs[DWELL_QK4_0 / 2];
+} dwell_block_q4_0;
+
+/* Elements per block (1 for plain types); 0 for a dtype this ABI version
+ * does not describe yet. */
+static inline int64_t dwell_dtype_block_elems(dwell_dtype t) {
+    switch (t) {
+        case DWELL_F32: case DWELL_F16: case DWELL_BF16: case DWELL_I32:
+        case DWELL_FP8_E4M3: return 1;
+        case DWELL_Q8_0: return DWELL_QK8_0;
+        case DWELL_Q4_0: return DWELL_QK4_0;
+        default: return 0;
+    }
+}
+
+/* Bytes per block; 0 when unknown. */
+static inline size_t dwell_dtype_block_bytes(dwell_dtype t) {
+    switch (t) {
+        case DWELL_F32: case DWELL_I32: return 4;
+        case DWELL_F16: case DWELL_BF16: return 2;
+        case DWELL_FP8_E4M3: return 1;
+        case DWELL_Q8_0: return sizeof(dwell_block_q8_0);
+        case DWELL_Q4_0: return sizeof(dwell_block_q4_0);
+        default: return 0;
+    }
+}
+
+static inline const char* dwell_dtype_name(dwell_dtype t) {
+    switch (t) {
+        case DWELL_F32: return "f32";
+        case DWELL_F16: return "f16";
+        case DWELL_BF16: return "bf16";
+        case DWELL_Q8_0: return "q8_0";
+        case DWELL_Q4_0: return "q4_0";
+        case DWELL_Q4_K: return "q4_k";
+        case DWELL_Q6_K: return "q6_k";
+        case DWELL_I4_G: return "i4_g";
+        case DWELL_FP8_E4M3: return "fp8_e4m3";
+        case DWELL_I32: return "i32";
+        default: return "unknown";
+    }
+}
+
+/* Bytes taken by one row of n elements, or 0 if n is not a whole number of
+ * blocks or the dtype is unknown. */
+static inline size_t dwell_row_bytes(dwell_dtype t, int64_t n) {
+    int64_t be = dwell_dtype_block_elems(t);
+    if (be <= 0 || n < 0 || n % be != 0) return 0;
+    return (size_t)(n / be) * dwell_dtype_block_bytes(t);
+}
+
+/* IEEE half <-> float, exact for every finite half and round-to-nearest-even
+ * for float -> half, so every plugin converts identically. */
+static inline float dwell_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: renormalise */
+            int e = -1;
+            do { man <<= 1; ++e; } while ((man & 0x400u) == 0);
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+        }
+    } else if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline uint16_t dwell_fp32_to_fp16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t absx = x & 0x7fffffffu;
+    if (absx >= 0x7f800000u) { /* inf or nan */
+        return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
+    }
+    if (absx >= 0x477ff000u) { /* rounds to >= 65520: overflow to inf */
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    if (absx < 0x38800000u) { /* below the smallest normal half: subnormal */
+        if (absx < 0x33000000u) return (uint16_t)sign; /* < half of smallest subnormal */
+        uint32_t e = absx >> 23;
+        uint32_t m = (absx & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126 - e; /* 14 + (112 - e) + ... places the value in 10 bits */
+        uint32_t half_m = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1u);
+        uint32_t mid = 1u << (shift - 1u);
+        if (rem > mid || (rem == mid && (half_m & 1u))) ++half_m;
+        return (uint16_t)(sign | half_m);
+    }
+    uint32_t r = absx + 0xfffu + ((absx >> 13) & 1u); /* round to nearest even */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+static inline float dwell_bf16_to_fp32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* A tensor as the graph and the backends see it. `data` is a host-visible
+ * address when the tensor lives in host memory (always so in ABI 1.0);
+ * `buffer`/`offset` name device memory for backends whose buffers are not
+ * host-visible. */
+typedef struct dwell_tensor {
+    dwell_dtype dtype;
+    int32_t n_dims;
+    int64_t ne[DWELL_MAX_DIMS]; /* unused trailing dims are 1 */
+    uint64_t nb[DWELL_MAX_DIMS];
+    void* data;
+    void* buffer;
+    uint64_t offset;
+    const char* name; /* may be NULL for intermediate results */
+} dwell_tensor;
+
+static inline int64_t dwell_tensor_nelements(const dwell_tensor* t) {
+    return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+static inline int64_t dwell_tensor_nrows(const dwell_tensor* t) {
+    return t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+/* True when rows are packed back to back with no padding. */
+static inline int dwell_tensor_is_contiguous(const dwell_tensor* t) {
+    size_t row = dwell_row_bytes(t->dtype, t->ne[0]);
+    return row != 0 && t->nb[0] == dwell_dtype_block_bytes(t->dtype) && t->nb[1] == row &&
+           t->nb[2] == row * (uint64_t)t->ne[1] && t->nb[3] == t->nb[2] * (uint64_t)t->ne[2];
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DWELL_TENSOR_H */

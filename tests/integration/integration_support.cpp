@@ -1,0 +1,89 @@
+#include "integration_support.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "dwell/core/generate.hpp"
+#include "dwell/core/model.hpp"
+#include "dwell/core/sampler.hpp"
+#include "dwell/core/session.hpp"
+
+namespace dwell::test {
+
+namespace fs = std::filesystem;
+
+fs::path test_plugin_dir() { return fs::path(DWELL_TEST_BIN_DIR) / ".." / "test-plugins"; }
+fs::path dwell_binary() { return fs::path(DWELL_TEST_BIN_DIR) / "dwell"; }
+
+TempDir::TempDir() {
+    std::random_device rd;
+    path_ = fs::temp_directory_path() / ("dwell-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+}
+
+fs::path TempDir::write(const std::string& name, const std::string& content) const {
+    fs::path p = path_ / name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+}
+
+std::vector<int32_t> greedy_ids(Runtime& runtime, const fs::path& model_path, const std::string& prompt, int32_t n) {
+    auto model = Model::load(runtime, model_path);
+    Session session(runtime, model);
+    SamplerParams sp;
+    sp.temperature = 0;
+    Sampler sampler(sp);
+    std::vector<int32_t> ids = model->tokenizer().encode(prompt, true);
+    std::vector<int32_t> prompt_ids = ids;
+    generate(session, prompt_ids, n, sampler, [&](int32_t t) {
+        ids.push_back(t);
+        return true;
+    });
+    return ids;
+}
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+CommandResult run_dwell(const std::vector<std::string>& args) {
+    TempDir tmp;
+    const fs::path out = tmp.path() / "out", err = tmp.path() / "err";
+    std::vector<std::string> argv_s = {dwell_binary().string()};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    CommandResult r;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
+        std::vector<char*> argv;
+        for (auto& a : argv_s) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        execv(argv[0], argv.data());
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+}
+
+}  // namespace dwell::test

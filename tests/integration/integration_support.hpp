@@ -1,0 +1,42 @@
+// Helpers shared by the integration tests: a runtime wired to the build's
+// plugins, greedy generation, running the `dwell` binary, temp files.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dwell/core/runtime.hpp"
+
+namespace dwell::test {
+
+// Folder with this build's test-only plugins (abi2, partial).
+std::filesystem::path test_plugin_dir();
+std::filesystem::path dwell_binary();
+
+// A manifest file in a fresh temp folder; removed with the object.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::filesystem::path& path() const { return path_; }
+    std::filesystem::path write(const std::string& name, const std::string& content) const;
+
+private:
+    std::filesystem::path path_;
+};
+
+// Greedy continuation: prompt ids followed by up to n generated ids.
+std::vector<int32_t> greedy_ids(Runtime& runtime, const std::filesystem::path& model, const std::string& prompt,
+                                int32_t n);
+
+struct CommandResult {
+    int exit_code = -1;
+    std::string out;
+    std::string err;
+};
+CommandResult run_dwell(const std::vector<std::string>& args);
+
+}  // namespace dwell::test

@@ -1,0 +1,156 @@
+// dwell against llama.cpp on the real stories260K model: the greedy
+// continuations, the next-token logits and the 200-token run from BOS that
+// ../shared/reference/stories260K.md records, read from that file.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "dwell/core/model.hpp"
+#include "dwell/core/session.hpp"
+#include "integration_support.hpp"
+#include "test_paths.hpp"
+
+namespace dwell::test {
+namespace {
+
+struct ReferenceCase {
+    std::string prompt;
+    std::vector<int32_t> full_ids;
+    std::vector<std::pair<int32_t, float>> top5;
+};
+
+struct Reference {
+    std::vector<ReferenceCase> cases;
+    std::string bos_only_text;
+};
+
+std::vector<int32_t> parse_ids(const std::string& list) {
+    std::vector<int32_t> ids;
+    std::stringstream ss(list);
+    for (std::string item; std::getline(ss, item, ',');) ids.push_back(std::stoi(item));
+    return ids;
+}
+
+// Reads the prompts, ids, logits and the BOS-only text out of the Markdown.
+Reference load_reference(const std::filesystem::path& md) {
+    std::ifstream in(md);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    Reference ref;
+    const std::regex heading(R"re(## "([^"]+)" )re");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), heading); it != std::sregex_iterator(); ++it) {
+        ReferenceCase c;
+        c.prompt = (*it)[1];
+        const size_t from = static_cast<size_t>(it->position());
+        const size_t full = text.find("full sequence ids", from);
+        const size_t open = text.find('[', full), close = text.find(']', open);
+        c.full_ids = parse_ids(text.substr(open + 1, close - open - 1));
+        const size_t top = text.find("top-5", close);
+        const size_t line = text.find('\n', top) + 1;
+        const std::string pairs = text.substr(line, text.find('\n', line) - line);
+        const std::regex pair(R"((\d+):(-?[0-9.]+))");
+        for (auto p = std::sregex_iterator(pairs.begin(), pairs.end(), pair); p != std::sregex_iterator(); ++p) {
+            c.top5.emplace_back(std::stoi((*p)[1]), std::stof((*p)[2]));
+        }
+        ref.cases.push_back(c);
+    }
+    const size_t empty = text.find("## Empty prompt");
+    const size_t fence = text.find("```", empty);
+    const size_t body = text.find('\n', fence) + 1;
+    ref.bos_only_text = text.substr(body, text.find("```", body) - body);
+    while (!ref.bos_only_text.empty() && ref.bos_only_text.back() == '\n') ref.bos_only_text.pop_back();
+    return ref;
+}
+
+class Stories260K : public ::testing::Test {
+protected:
+    void SetUp() override {
+        model_path_ = model_path("stories260K.gguf");
+        if (model_path_.empty()) GTEST_SKIP() << "stories260K.gguf not found in " << models_dir();
+        const auto md = reference_dir() / "stories260K.md";
+        if (!std::filesystem::exists(md)) GTEST_SKIP() << "reference " << md << " not found";
+        ref_ = load_reference(md);
+        ASSERT_GE(ref_.cases.size(), 2u) << "could not parse " << md;
+        ASSERT_FALSE(ref_.bos_only_text.empty());
+    }
+    std::filesystem::path model_path_;
+    Reference ref_;
+};
+
+TEST_F(Stories260K, GreedyContinuationsMatchLlamaCpp) {
+    Runtime runtime;
+    for (const auto& c : ref_.cases) {
+        const int32_t n_prompt = static_cast<int32_t>(
+            Model::load(runtime, model_path_)->tokenizer().encode(c.prompt, true).size());
+        const int32_t n_gen = static_cast<int32_t>(c.full_ids.size()) - n_prompt;
+        const auto ids = greedy_ids(runtime, model_path_, c.prompt, n_gen);
+        EXPECT_EQ(ids, c.full_ids) << "prompt: " << c.prompt;
+    }
+}
+
+TEST_F(Stories260K, NextTokenLogitsMatchLlamaCpp) {
+    Runtime runtime;
+    auto model = Model::load(runtime, model_path_);
+    // The reference prints 4 decimals. With exact (F32) keys and values dwell
+    // stays within 2e-3 of it; with the default F16 cache both sides round
+    // keys and values, at different points, which costs up to ~4e-4 relative.
+    for (const auto& [kv, tolerance] : {std::pair{DWELL_F32, 2e-3}, std::pair{DWELL_F16, 5e-3}}) {
+        for (const auto& c : ref_.cases) {
+            SessionOptions so;
+            so.kv_dtype = kv;
+            Session session(runtime, model, so);
+            const auto logits = session.decode(model->tokenizer().encode(c.prompt, true));
+            ASSERT_EQ(logits.size(), 512u);
+            for (const auto& [id, value] : c.top5) {
+                EXPECT_NEAR(logits[id], value, tolerance)
+                    << "prompt '" << c.prompt << "', token " << id << ", KV " << dwell_dtype_name(kv);
+            }
+        }
+    }
+}
+
+TEST_F(Stories260K, TwoHundredTokensFromBosMatchLlamaCpp) {
+    Runtime runtime;
+    auto model = Model::load(runtime, model_path_);
+    const auto ids = greedy_ids(runtime, model_path_, "", 200);
+    ASSERT_EQ(ids.size(), 201u);
+    const std::vector<int32_t> generated(ids.begin() + 1, ids.end());
+    EXPECT_EQ(model->tokenizer().decode(generated), ref_.bos_only_text);
+}
+
+TEST_F(Stories260K, CliStreamsTheSameText) {
+    const auto& c = ref_.cases.front();
+    const auto r = run_dwell({"run", "-m", model_path_.string(), "-p", c.prompt, "-n", "32", "--temp", "0"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Runtime runtime;
+    auto model = Model::load(runtime, model_path_);
+    const std::string expected = model->tokenizer().decode(c.full_ids);
+    // stdout: the prompt, then the continuation, then a newline.
+    EXPECT_EQ(r.out, expected + "\n");
+    EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+
+    const auto bos = run_dwell({"run", "-m", model_path_.string(), "-n", "200", "--temp", "0"});
+    ASSERT_EQ(bos.exit_code, 0) << bos.err;
+    EXPECT_EQ(bos.out, ref_.bos_only_text + "\n");
+}
+
+TEST_F(Stories260K, BatchedPromptEqualsTokenByToken) {
+    // The prompt in one batch, or fed one token at a time, gives the same logits.
+    Runtime runtime;
+    auto model = Model::load(runtime, model_path_);
+    const auto prompt = model->tokenizer().encode("Lily went to the park", true);
+    Session batched(runtime, model);
+    const auto a = batched.decode(prompt);
+    const std::vector<float> batched_logits(a.begin(), a.end());
+    Session single(runtime, model);
+    std::span<const float> b;
+    for (int32_t t : prompt) b = single.decode(std::span<const int32_t>(&t, 1));
+    ASSERT_EQ(b.size(), batched_logits.size());
+    for (size_t i = 0; i < b.size(); ++i) EXPECT_NEAR(b[i], batched_logits[i], 1e-4) << i;
+}
+
+}  // namespace
+}  // namespace dwell::test

@@ -1,0 +1,268 @@
+// Test helpers for the cpu kernels: a graph that owns its tensors' memory,
+// random data, and reference decoders written independently of the kernels
+// (plain bit arithmetic and double precision).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "dwell/graph.h"
+#include "op_dispatch.hpp"
+#include "thread_pool.hpp"
+
+namespace dwell::cpu::test {
+
+class TestGraph {
+public:
+    // A tensor of shape ne (trailing dims default to 1). row_pad adds bytes
+    // after every row, so nb[1] > row size and rows are not contiguous.
+    int tensor(dwell_dtype dtype, std::vector<int64_t> ne, uint64_t row_pad = 0) {
+        dwell_tensor t{};
+        t.dtype = dtype;
+        t.n_dims = static_cast<int32_t>(ne.size());
+        for (int d = 0; d < DWELL_MAX_DIMS; ++d)
+            t.ne[d] = d < static_cast<int>(ne.size()) ? ne[d] : 1;
+        t.nb[0] = dwell_dtype_block_bytes(dtype);
+        t.nb[1] = dwell_row_bytes(dtype, t.ne[0]) + row_pad;
+        t.nb[2] = t.nb[1] * static_cast<uint64_t>(t.ne[1]);
+        t.nb[3] = t.nb[2] * static_cast<uint64_t>(t.ne[2]);
+        storage_.emplace_back(t.nb[3] * static_cast<uint64_t>(t.ne[3]) / sizeof(uint64_t) + 1, 0);
+        t.data = storage_.back().data();
+        tensors_.push_back(t);
+        return static_cast<int>(tensors_.size()) - 1;
+    }
+
+    dwell_tensor& t(int id) { return tensors_[static_cast<size_t>(id)]; }
+    size_t bytes(int id) const {
+        return storage_[static_cast<size_t>(id)].size() * sizeof(uint64_t);
+    }
+
+    unsigned char* row(int id, int64_t r) {
+        const dwell_tensor& x = t(id);
+        const int64_t i1 = r % x.ne[1];
+        const int64_t i2 = (r / x.ne[1]) % x.ne[2];
+        const int64_t i3 = r / (x.ne[1] * x.ne[2]);
+        return static_cast<unsigned char*>(x.data) + i1 * x.nb[1] + i2 * x.nb[2] + i3 * x.nb[3];
+    }
+
+    // Logical (row-major, unpadded) values of an F32 or I32 tensor.
+    template <typename T>
+    void set(int id, const std::vector<T>& v) {
+        const dwell_tensor& x = t(id);
+        for (int64_t r = 0; r < dwell_tensor_nrows(&x); ++r) {
+            memcpy(row(id, r), v.data() + r * x.ne[0], static_cast<size_t>(x.ne[0]) * sizeof(T));
+        }
+    }
+    template <typename T>
+    std::vector<T> get(int id) {
+        const dwell_tensor& x = t(id);
+        std::vector<T> v(static_cast<size_t>(dwell_tensor_nelements(&x)));
+        for (int64_t r = 0; r < dwell_tensor_nrows(&x); ++r) {
+            memcpy(v.data() + r * x.ne[0], row(id, r), static_cast<size_t>(x.ne[0]) * sizeof(T));
+        }
+        return v;
+    }
+    std::vector<float> f32(int id) { return get<float>(id); }
+    std::vector<int32_t> i32(int id) { return get<int32_t>(id); }
+
+    // Raw row bytes (for quantized tensors), row after row.
+    void set_raw_rows(int id, const std::vector<uint8_t>& bytes) {
+        const dwell_tensor& x = t(id);
+        const size_t rb = dwell_row_bytes(x.dtype, x.ne[0]);
+        for (int64_t r = 0; r < dwell_tensor_nrows(&x); ++r)
+            memcpy(row(id, r), bytes.data() + r * rb, rb);
+    }
+    std::vector<uint8_t> raw_rows(int id) {
+        const dwell_tensor& x = t(id);
+        const size_t rb = dwell_row_bytes(x.dtype, x.ne[0]);
+        std::vector<uint8_t> out(rb * static_cast<size_t>(dwell_tensor_nrows(&x)));
+        for (int64_t r = 0; r < dwell_tensor_nrows(&x); ++r)
+            memcpy(out.data() + r * rb, row(id, r), rb);
+        return out;
+    }
+
+    int node(dwell_op op, int out, std::vector<int> inputs, std::vector<int32_t> ip = {},
+             std::vector<float> fp = {}) {
+        dwell_node n{};
+        n.op = op;
+        n.output = out;
+        n.n_inputs = static_cast<int32_t>(inputs.size());
+        for (int i = 0; i < DWELL_MAX_INPUTS; ++i) {
+            n.inputs[i] = i < static_cast<int>(inputs.size()) ? inputs[static_cast<size_t>(i)] : -1;
+        }
+        for (size_t i = 0; i < ip.size(); ++i) n.iparams[i] = ip[i];
+        for (size_t i = 0; i < fp.size(); ++i) n.fparams[i] = fp[i];
+        n.layer = -1;
+        nodes_.push_back(n);
+        return static_cast<int>(nodes_.size()) - 1;
+    }
+    dwell_node& node_at(int i) { return nodes_[static_cast<size_t>(i)]; }
+
+    dwell_graph graph() {
+        dwell_graph g{};
+        g.struct_size = sizeof g;
+        g.n_tensors = static_cast<int32_t>(tensors_.size());
+        g.tensors = tensors_.data();
+        g.n_nodes = static_cast<int32_t>(nodes_.size());
+        g.nodes = nodes_.data();
+        return g;
+    }
+
+    // Runs every node in order with a pool of `threads`.
+    OpVerdict run(unsigned threads = 1) {
+        ThreadPool pool(threads);
+        return run(pool);
+    }
+    OpVerdict run(ThreadPool& pool) {
+        const dwell_graph g = graph();
+        std::vector<int32_t> ids(nodes_.size());
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+        return compute_nodes(&g, ids.data(), ids.size(), pool);
+    }
+    // Runs only the given nodes, in the given order.
+    OpVerdict run_nodes(const std::vector<int32_t>& ids, unsigned threads = 1) {
+        ThreadPool pool(threads);
+        const dwell_graph g = graph();
+        return compute_nodes(&g, ids.data(), ids.size(), pool);
+    }
+    OpVerdict check(int node, bool need_data = false) {
+        const dwell_graph g = graph();
+        return check_node(&g, node, need_data);
+    }
+
+private:
+    std::vector<dwell_tensor> tensors_;
+    std::vector<std::vector<uint64_t>> storage_;  // uint64_t: 8-byte aligned rows
+    std::vector<dwell_node> nodes_;
+};
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+// IEEE half -> double by the textbook formula (independent of the SDK's
+// bit-twiddling converter).
+inline double ref_half(uint16_t h) {
+    const int sign = (h >> 15) & 1;
+    const int exp = (h >> 10) & 0x1f;
+    const int man = h & 0x3ff;
+    double v;
+    if (exp == 0) {
+        v = std::ldexp(static_cast<double>(man), -24);
+    } else if (exp == 31) {
+        v = man ? NAN : INFINITY;
+    } else {
+        v = std::ldexp(static_cast<double>(man + 1024), exp - 25);
+    }
+    return sign ? -v : v;
+}
+
+inline double ref_bf16(uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+// One row of a weight dtype decoded in double from its documented layout.
+inline std::vector<double> ref_decode_row(dwell_dtype t, const uint8_t* p, int64_t n) {
+    std::vector<double> out(static_cast<size_t>(n));
+    auto u16 = [](const uint8_t* b) { return static_cast<uint16_t>(b[0] | (b[1] << 8)); };
+    for (int64_t i = 0; i < n; ++i) {
+        double v = 0;
+        switch (t) {
+            case DWELL_F32: {
+                float f;
+                memcpy(&f, p + 4 * i, 4);
+                v = f;
+                break;
+            }
+            case DWELL_F16:
+                v = ref_half(u16(p + 2 * i));
+                break;
+            case DWELL_BF16:
+                v = ref_bf16(u16(p + 2 * i));
+                break;
+            case DWELL_Q8_0: {
+                const uint8_t* block = p + (i / 32) * 34;
+                v = ref_half(u16(block)) * static_cast<int8_t>(block[2 + i % 32]);
+                break;
+            }
+            case DWELL_Q4_0: {
+                const uint8_t* block = p + (i / 32) * 18;
+                const int j = static_cast<int>(i % 32);
+                const int nib = j < 16 ? (block[2 + j] & 15) : (block[2 + j - 16] >> 4);
+                v = ref_half(u16(block)) * (nib - 8);
+                break;
+            }
+            default:
+                break;
+        }
+        out[static_cast<size_t>(i)] = v;
+    }
+    return out;
+}
+
+// Random rows of a weight dtype, generated directly in its byte layout
+// (random scales and quants for the block formats).
+inline std::vector<uint8_t> random_weight_rows(dwell_dtype t, int64_t n, int64_t rows,
+                                               uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> val(-1.0f, 1.0f);
+    std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::vector<uint8_t> out;
+    auto put16 = [&](uint16_t h) {
+        out.push_back(static_cast<uint8_t>(h & 0xff));
+        out.push_back(static_cast<uint8_t>(h >> 8));
+    };
+    for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < n; ++i) {
+            switch (t) {
+                case DWELL_F32: {
+                    const float f = val(rng);
+                    uint8_t b[4];
+                    memcpy(b, &f, 4);
+                    out.insert(out.end(), b, b + 4);
+                    break;
+                }
+                case DWELL_F16:
+                    put16(dwell_fp32_to_fp16(val(rng)));
+                    break;
+                case DWELL_BF16: {
+                    const float f = val(rng);
+                    uint32_t bits;
+                    memcpy(&bits, &f, 4);
+                    put16(static_cast<uint16_t>(bits >> 16));
+                    break;
+                }
+                case DWELL_Q8_0:
+                    if (i % 32 == 0) {
+                        put16(dwell_fp32_to_fp16(scale(rng)));
+                        for (int j = 0; j < 32; ++j) out.push_back(static_cast<uint8_t>(byte(rng)));
+                    }
+                    break;
+                case DWELL_Q4_0:
+                    if (i % 32 == 0) {
+                        put16(dwell_fp32_to_fp16(scale(rng)));
+                        for (int j = 0; j < 16; ++j) out.push_back(static_cast<uint8_t>(byte(rng)));
+                    }
+                    break;
+                default:
+                    break;
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace dwell::cpu::test

@@ -1,0 +1,88 @@
+// The pool covers every index exactly once, in disjoint ranges, for any
+// size, repeatedly, and reports a range's exception to the caller.
+#include "thread_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace dwell::cpu {
+namespace {
+
+TEST(ThreadPool, CoversEveryIndexOnceForManySizes) {
+    for (unsigned threads : {1u, 2u, 3u, 5u}) {
+        ThreadPool pool(threads);
+        EXPECT_EQ(pool.size(), threads);
+        for (int64_t n : {0, 1, 2, 3, 7, 64, 1000}) {
+            std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+            pool.parallel_for(n, [&](int64_t b, int64_t e) {
+                ASSERT_LE(0, b);
+                ASSERT_LT(b, e);
+                ASSERT_LE(e, n);
+                for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+            });
+            for (int64_t i = 0; i < n; ++i)
+                EXPECT_EQ(hits[static_cast<size_t>(i)], 1) << n << " " << i;
+        }
+    }
+}
+
+TEST(ThreadPool, UsesSeveralThreadsAndRespectsMinChunk) {
+    ThreadPool pool(3);
+    std::mutex m;
+    std::set<std::thread::id> ids;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    pool.parallel_for(
+        90,
+        [&](int64_t b, int64_t e) {
+            std::lock_guard lock(m);
+            ids.insert(std::this_thread::get_id());
+            ranges.emplace_back(b, e);
+        },
+        30);
+    EXPECT_EQ(ranges.size(), 3u);
+    EXPECT_EQ(ids.size(), 3u);
+
+    ranges.clear();
+    pool.parallel_for(
+        50, [&](int64_t b, int64_t e) { ranges.emplace_back(b, e); }, 100);
+    ASSERT_EQ(ranges.size(), 1u);  // below min_chunk: inline, one range
+    EXPECT_EQ(ranges[0], std::make_pair(int64_t{0}, int64_t{50}));
+}
+
+TEST(ThreadPool, ManyBackToBackJobs) {
+    ThreadPool pool(3);
+    std::atomic<int64_t> total{0};
+    for (int job = 0; job < 2000; ++job) {
+        pool.parallel_for(10, [&](int64_t b, int64_t e) { total += e - b; });
+    }
+    EXPECT_EQ(total.load(), 20000);
+}
+
+TEST(ThreadPool, RethrowsAfterAllRangesFinish) {
+    ThreadPool pool(3);
+    std::atomic<int> finished{0};
+    EXPECT_THROW(pool.parallel_for(3,
+                                   [&](int64_t b, int64_t) {
+                                       if (b == 1) throw std::runtime_error("boom");
+                                       finished++;
+                                   }),
+                 std::runtime_error);
+    EXPECT_EQ(finished.load(), 2);
+    // The pool still works afterwards.
+    std::atomic<int> count{0};
+    pool.parallel_for(6, [&](int64_t b, int64_t e) { count += static_cast<int>(e - b); });
+    EXPECT_EQ(count.load(), 6);
+}
+
+TEST(ThreadPool, DefaultThreadsIsPositive) {
+    EXPECT_GE(ThreadPool::default_threads(), 1u);
+}
+
+}  // namespace
+}  // namespace dwell::cpu

@@ -1,0 +1,24 @@
+// Where tests find the shared real models. DWELL_MODELS_DIR in the
+// environment overrides the CMake cache value; tests that need a model call
+// require_model() and are reported SKIPPED, with the reason, when it is absent.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace dwell::test {
+
+std::filesystem::path models_dir();
+std::filesystem::path reference_dir();
+
+// The path of a model file, or "" after GTEST_SKIP-worthy absence; use via
+// the DWELL_REQUIRE_MODEL macro, which skips the calling test.
+std::filesystem::path model_path(const std::string& file);
+
+}  // namespace dwell::test
+
+#define DWELL_REQUIRE_MODEL(var, file)                                                   \
+    const std::filesystem::path var = ::dwell::test::model_path(file);                   \
+    if (var.empty())                                                                      \
+    GTEST_SKIP() << "model " << (file) << " not found in " << ::dwell::test::models_dir() \
+                 << " (set DWELL_MODELS_DIR or -DDWELL_MODELS_DIR=...)"
