@@ -33,7 +33,8 @@ public:
     }
     void give(uint64_t off, uint64_t size) {
         auto it = free_.emplace(off, size).first;
-        if (auto next = std::next(it); next != free_.end() && it->first + it->second == next->first) {
+        if (auto next = std::next(it);
+            next != free_.end() && it->first + it->second == next->first) {
             it->second += next->second;
             free_.erase(next);
         }
@@ -65,7 +66,8 @@ ActivationPlan plan_activations(const Graph& graph, uint64_t alignment) {
             if (in >= 0) last_use[graph.storage_of(in)] = i;
         }
     }
-    if (graph.output >= 0) last_use[graph.storage_of(graph.output)] = n_nodes;  // read after the run
+    if (graph.output >= 0)
+        last_use[graph.storage_of(graph.output)] = n_nodes;  // read after the run
 
     ActivationPlan plan;
     plan.offset.assign(n_tensors, ActivationPlan::kNone);
@@ -74,12 +76,14 @@ ActivationPlan plan_activations(const Graph& graph, uint64_t alignment) {
     for (int32_t i = 0; i < n_nodes; ++i) {
         const int32_t out = graph.nodes[i].output;
         if (graph.slots[out].role != TensorRole::Activation) continue;
-        const uint64_t size = (tensor_bytes(graph.slots[out].tensor) + alignment - 1) / alignment * alignment;
+        const uint64_t size =
+            (tensor_bytes(graph.slots[out].tensor) + alignment - 1) / alignment * alignment;
         plan.offset[out] = arena.take(size);
         // A result nobody reads is freed right after it is written.
         dies_after[std::max(last_use[out], i)].push_back(out);
         for (int32_t dead : dies_after[i]) {
-            const uint64_t dsize = (tensor_bytes(graph.slots[dead].tensor) + alignment - 1) / alignment * alignment;
+            const uint64_t dsize =
+                (tensor_bytes(graph.slots[dead].tensor) + alignment - 1) / alignment * alignment;
             arena.give(plan.offset[dead], dsize);
         }
     }

@@ -54,7 +54,8 @@ DeviceFacts DeviceFacts::probe(const fs::path& root_in) {
 
 bool manifest_matches(const Manifest& m, const DeviceFacts& f) {
     const auto& r = m.match;
-    if (r.arch.empty() && r.cpu_part.empty() && r.soc_id.empty() && r.soc_model.empty()) return false;
+    if (r.arch.empty() && r.cpu_part.empty() && r.soc_id.empty() && r.soc_model.empty())
+        return false;
     if (!r.arch.empty() && !contains(r.arch, f.arch)) return false;
     if (!r.cpu_part.empty() && !contains(r.cpu_part, f.cpu_part)) return false;
     if (!r.soc_id.empty() && !contains(r.soc_id, f.soc_id)) return false;
@@ -64,7 +65,8 @@ bool manifest_matches(const Manifest& m, const DeviceFacts& f) {
 
 int manifest_specificity(const Manifest& m) {
     const auto& r = m.match;
-    return !r.arch.empty() + 2 * !r.cpu_part.empty() + 4 * !r.soc_id.empty() + 4 * !r.soc_model.empty();
+    return !r.arch.empty() + 2 * !r.cpu_part.empty() + 4 * !r.soc_id.empty() +
+           4 * !r.soc_model.empty();
 }
 
 }  // namespace dwell

@@ -10,11 +10,12 @@
 
 namespace dwell {
 
-GenerationStats generate(Session& session, std::span<const int32_t> prompt, int32_t n_predict, Sampler& sampler,
-                         const std::function<bool(int32_t)>& on_token) {
+GenerationStats generate(Session& session, std::span<const int32_t> prompt, int32_t n_predict,
+                         Sampler& sampler, const std::function<bool(int32_t)>& on_token) {
     using clock = std::chrono::steady_clock;
     GenerationStats stats;
-    if (prompt.empty()) throw Error(DWELL_ERR_INVALID_ARGUMENT, "generate: the prompt has no tokens (add BOS)");
+    if (prompt.empty())
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "generate: the prompt has no tokens (add BOS)");
     const int32_t eos = session.model().tokenizer().eos();
     for (int32_t t : prompt) sampler.accept(t);
 

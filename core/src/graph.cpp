@@ -11,7 +11,8 @@ dwell_tensor make_tensor(dwell_dtype dtype, int32_t n_dims, const int64_t* ne) {
     for (int i = 0; i < DWELL_MAX_DIMS; ++i) t.ne[i] = i < n_dims ? ne[i] : 1;
     t.nb[0] = dwell_dtype_block_bytes(dtype);
     t.nb[1] = dwell_row_bytes(dtype, t.ne[0]);
-    for (int i = 2; i < DWELL_MAX_DIMS; ++i) t.nb[i] = t.nb[i - 1] * static_cast<uint64_t>(t.ne[i - 1]);
+    for (int i = 2; i < DWELL_MAX_DIMS; ++i)
+        t.nb[i] = t.nb[i - 1] * static_cast<uint64_t>(t.ne[i - 1]);
     return t;
 }
 
@@ -31,7 +32,8 @@ int32_t Graph::add_tensor(const dwell_tensor& t, TensorRole role, const std::str
 
 int32_t Graph::find_input(const std::string& name) const {
     for (size_t i = 0; i < slots.size(); ++i) {
-        if (slots[i].role == TensorRole::Input && slots[i].tensor.name && name == slots[i].tensor.name) {
+        if (slots[i].role == TensorRole::Input && slots[i].tensor.name &&
+            name == slots[i].tensor.name) {
             return static_cast<int32_t>(i);
         }
     }

@@ -16,14 +16,17 @@ std::string shape_str(const dwell_tensor& t) {
 }
 
 [[noreturn]] void fail(dwell_op op, const std::string& what) {
-    throw Error(DWELL_ERR_INVALID_ARGUMENT, std::string("graph: ") + dwell_op_name(op) + ": " + what);
+    throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                std::string("graph: ") + dwell_op_name(op) + ": " + what);
 }
 
 bool same_shape(const dwell_tensor& a, const dwell_tensor& b) {
     return std::equal(a.ne, a.ne + DWELL_MAX_DIMS, b.ne);
 }
 
-bool is_vector(const dwell_tensor& t) { return t.ne[1] == 1 && t.ne[2] == 1 && t.ne[3] == 1; }
+bool is_vector(const dwell_tensor& t) {
+    return t.ne[1] == 1 && t.ne[2] == 1 && t.ne[3] == 1;
+}
 
 dwell_tensor shaped(dwell_dtype dtype, std::initializer_list<int64_t> ne) {
     return make_tensor(dtype, static_cast<int32_t>(ne.size()), std::data(ne));
@@ -47,7 +50,8 @@ GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup cache
     : graph_(graph), weights_(std::move(weights)), caches_(std::move(caches)) {
     c_.struct_size = sizeof(c_);
     c_.self = this;
-    c_.input = [](void* self, const char* name, dwell_dtype dtype, int32_t n_dims, const int64_t* ne) {
+    c_.input = [](void* self, const char* name, dwell_dtype dtype, int32_t n_dims,
+                  const int64_t* ne) {
         return guarded(self, [&](GraphBuilder& b) {
             if (!name || n_dims < 1 || n_dims > DWELL_MAX_DIMS || !ne) {
                 throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: input needs a name and 1..4 dims");
@@ -64,14 +68,14 @@ GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup cache
     c_.op = [](void* self, dwell_op op, const int32_t* inputs, int32_t n_inputs, const int32_t* ip,
                int32_t n_ip, const float* fp, int32_t n_fp) {
         return guarded(self, [&](GraphBuilder& b) {
-            if (n_inputs < 0 || n_inputs > DWELL_MAX_INPUTS || n_ip < 0 || n_ip > DWELL_MAX_PARAMS ||
-                n_fp < 0 || n_fp > DWELL_MAX_PARAMS || (n_inputs && !inputs) || (n_ip && !ip) ||
-                (n_fp && !fp)) {
-                throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                            std::string("graph: ") + dwell_op_name(op) + ": bad input or parameter count");
+            if (n_inputs < 0 || n_inputs > DWELL_MAX_INPUTS || n_ip < 0 ||
+                n_ip > DWELL_MAX_PARAMS || n_fp < 0 || n_fp > DWELL_MAX_PARAMS ||
+                (n_inputs && !inputs) || (n_ip && !ip) || (n_fp && !fp)) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT, std::string("graph: ") + dwell_op_name(op) +
+                                                            ": bad input or parameter count");
             }
-            return b.op(op, {inputs, static_cast<size_t>(n_inputs)}, {ip, static_cast<size_t>(n_ip)},
-                        {fp, static_cast<size_t>(n_fp)});
+            return b.op(op, {inputs, static_cast<size_t>(n_inputs)},
+                        {ip, static_cast<size_t>(n_ip)}, {fp, static_cast<size_t>(n_fp)});
         });
     };
     c_.reshape = [](void* self, int32_t tensor, int32_t n_dims, const int64_t* ne) {
@@ -82,16 +86,21 @@ GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup cache
             return b.reshape(tensor, {ne, static_cast<size_t>(n_dims)});
         });
     };
-    c_.set_layer = [](void* self, int32_t layer) { static_cast<GraphBuilder*>(self)->set_layer(layer); };
+    c_.set_layer = [](void* self, int32_t layer) {
+        static_cast<GraphBuilder*>(self)->set_layer(layer);
+    };
     c_.set_output = [](void* self, int32_t tensor) -> dwell_status {
-        return guarded(self, [&](GraphBuilder& b) {
-                   b.set_output(tensor);
-                   return 0;
-               }) < 0
+        return guarded(self,
+                       [&](GraphBuilder& b) {
+                           b.set_output(tensor);
+                           return 0;
+                       }) < 0
                    ? DWELL_ERR_INVALID_ARGUMENT
                    : DWELL_OK;
     };
-    c_.last_error = [](void* self) { return static_cast<GraphBuilder*>(self)->last_error().c_str(); };
+    c_.last_error = [](void* self) {
+        return static_cast<GraphBuilder*>(self)->last_error().c_str();
+    };
 }
 
 const dwell_tensor& GraphBuilder::at(int32_t id, const char* what) const {
@@ -104,10 +113,13 @@ const dwell_tensor& GraphBuilder::at(int32_t id, const char* what) const {
 
 int32_t GraphBuilder::input(std::string_view name, dwell_dtype dtype, std::span<const int64_t> ne) {
     if (graph_.find_input(std::string(name)) >= 0) {
-        throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: input '" + std::string(name) + "' declared twice");
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "graph: input '" + std::string(name) + "' declared twice");
     }
     for (int64_t d : ne) {
-        if (d <= 0) throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: input '" + std::string(name) + "' has a dimension <= 0");
+        if (d <= 0)
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        "graph: input '" + std::string(name) + "' has a dimension <= 0");
     }
     dwell_tensor t = make_tensor(dtype, static_cast<int32_t>(ne.size()), ne.data());
     return graph_.add_tensor(t, TensorRole::Input, std::string(name));
@@ -128,8 +140,9 @@ int32_t GraphBuilder::weight(std::string_view name) {
 int32_t GraphBuilder::kv_cache(int32_t layer, int32_t which) {
     const dwell_tensor* c = caches_ ? caches_(layer, which) : nullptr;
     if (!c) {
-        throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: no KV cache for layer " + std::to_string(layer) +
-                                                    (which ? " (V)" : " (K)"));
+        throw Error(
+            DWELL_ERR_INVALID_ARGUMENT,
+            "graph: no KV cache for layer " + std::to_string(layer) + (which ? " (V)" : " (K)"));
     }
     int32_t id = graph_.add_tensor(*c, TensorRole::Cache, "");
     graph_.slots[id].layer = layer;
@@ -145,10 +158,12 @@ int32_t GraphBuilder::reshape(int32_t tensor, std::span<const int64_t> ne) {
     for (int64_t d : ne) n *= d;
     if (n != dwell_tensor_nelements(&src)) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: reshape of " + shape_str(src) +
-                                                    " to a shape with " + std::to_string(n) + " elements");
+                                                    " to a shape with " + std::to_string(n) +
+                                                    " elements");
     }
     dwell_tensor t = make_tensor(src.dtype, static_cast<int32_t>(ne.size()), ne.data());
-    if (t.nb[1] == 0) throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: reshape splits a quantized block");
+    if (t.nb[1] == 0)
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: reshape splits a quantized block");
     t.data = src.data;
     const int32_t root = graph_.storage_of(tensor);
     const TensorRole root_role = graph_.slots[root].role;
@@ -163,7 +178,8 @@ int32_t GraphBuilder::reshape(int32_t tensor, std::span<const int64_t> ne) {
 dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
                                  std::span<const int32_t> ip) const {
     auto need = [&](size_t n) {
-        if (in.size() != n) fail(op, "takes " + std::to_string(n) + " inputs, got " + std::to_string(in.size()));
+        if (in.size() != n)
+            fail(op, "takes " + std::to_string(n) + " inputs, got " + std::to_string(in.size()));
     };
     auto f32 = [&](const dwell_tensor& t, const char* what) {
         if (t.dtype != DWELL_F32) fail(op, std::string(what) + " must be f32, got " + shape_str(t));
@@ -178,7 +194,8 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
             const auto& ids = at(in[1], "get_rows");
             i32(ids, "ids");
             if (!is_vector(ids)) fail(op, "ids must be a vector, got " + shape_str(ids));
-            if (table.ne[2] != 1 || table.ne[3] != 1) fail(op, "table must be 2-D, got " + shape_str(table));
+            if (table.ne[2] != 1 || table.ne[3] != 1)
+                fail(op, "table must be 2-D, got " + shape_str(table));
             return shaped(DWELL_F32, {table.ne[0], ids.ne[0]});
         }
         case DWELL_OP_MATMUL: {
@@ -187,7 +204,8 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
             const auto& x = at(in[1], "matmul");
             f32(x, "x");
             if (w.ne[2] != 1 || w.ne[3] != 1) fail(op, "weight must be 2-D, got " + shape_str(w));
-            if (w.ne[0] != x.ne[0]) fail(op, "inner dimensions differ: " + shape_str(w) + " x " + shape_str(x));
+            if (w.ne[0] != x.ne[0])
+                fail(op, "inner dimensions differ: " + shape_str(w) + " x " + shape_str(x));
             return shaped(DWELL_F32, {w.ne[1], x.ne[1], x.ne[2], x.ne[3]});
         }
         case DWELL_OP_ADD:
@@ -219,7 +237,8 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
             const auto& b = at(in[1], "swiglu");
             f32(a, "gate");
             f32(b, "up");
-            if (!same_shape(a, b)) fail(op, "gate " + shape_str(a) + " and up " + shape_str(b) + " differ");
+            if (!same_shape(a, b))
+                fail(op, "gate " + shape_str(a) + " and up " + shape_str(b) + " differ");
             return make_tensor(DWELL_F32, a.n_dims, a.ne);
         }
         case DWELL_OP_ROPE: {
@@ -229,11 +248,13 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
             f32(x, "x");
             i32(pos, "positions");
             if (!is_vector(pos) || pos.ne[0] != x.ne[2]) {
-                fail(op, "positions " + shape_str(pos) + " must have one entry per token of " + shape_str(x));
+                fail(op, "positions " + shape_str(pos) + " must have one entry per token of " +
+                             shape_str(x));
             }
-            if (ip.size() < 2 || (ip[0] != DWELL_ROPE_NORM && ip[0] != DWELL_ROPE_NEOX) || ip[1] <= 0 ||
-                ip[1] > x.ne[0] || ip[1] % 2 != 0) {
-                fail(op, "needs iparams {mode, n_rot} with an even n_rot <= head_dim " + std::to_string(x.ne[0]));
+            if (ip.size() < 2 || (ip[0] != DWELL_ROPE_NORM && ip[0] != DWELL_ROPE_NEOX) ||
+                ip[1] <= 0 || ip[1] > x.ne[0] || ip[1] % 2 != 0) {
+                fail(op, "needs iparams {mode, n_rot} with an even n_rot <= head_dim " +
+                             std::to_string(x.ne[0]));
             }
             return make_tensor(DWELL_F32, x.n_dims, x.ne);
         }
@@ -251,21 +272,24 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
             i32(pos, "positions");
             if (k.ne[0] != q.ne[0] || !same_shape(k, v) || k.ne[2] != q.ne[2] || k.ne[1] <= 0 ||
                 q.ne[1] % k.ne[1] != 0) {
-                fail(op, "q " + shape_str(q) + ", k " + shape_str(k) + ", v " + shape_str(v) +
-                             " are not [hd, n_head, T], [hd, n_kv, T] with n_head a multiple of n_kv");
+                fail(op,
+                     "q " + shape_str(q) + ", k " + shape_str(k) + ", v " + shape_str(v) +
+                         " are not [hd, n_head, T], [hd, n_kv, T] with n_head a multiple of n_kv");
             }
             if (kc.ne[0] != k.ne[0] * k.ne[1] || !same_shape(kc, vc) || kc.dtype != vc.dtype) {
-                fail(op, "caches " + shape_str(kc) + " / " + shape_str(vc) + " do not hold rows of " +
-                             std::to_string(k.ne[0] * k.ne[1]));
+                fail(op, "caches " + shape_str(kc) + " / " + shape_str(vc) +
+                             " do not hold rows of " + std::to_string(k.ne[0] * k.ne[1]));
             }
-            if (!is_vector(pos) || pos.ne[0] != q.ne[2]) fail(op, "positions must have one entry per token");
+            if (!is_vector(pos) || pos.ne[0] != q.ne[2])
+                fail(op, "positions must have one entry per token");
             return make_tensor(DWELL_F32, q.n_dims, q.ne);
         }
         case DWELL_OP_TOPK: {
             need(1);
             const auto& a = at(in[0], "topk");
             f32(a, "input");
-            if (ip.empty() || ip[0] <= 0 || ip[0] > a.ne[0]) fail(op, "k must be in 1.." + std::to_string(a.ne[0]));
+            if (ip.empty() || ip[0] <= 0 || ip[0] > a.ne[0])
+                fail(op, "k must be in 1.." + std::to_string(a.ne[0]));
             return shaped(DWELL_I32, {ip[0], a.ne[1], a.ne[2], a.ne[3]});
         }
         case DWELL_OP_GATHER: {
@@ -287,8 +311,8 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
             f32(x, "x");
             i32(ids, "ids");
             if (w.ne[0] != x.ne[0] || w.ne[3] != 1 || ids.ne[1] != x.ne[1] || x.ne[2] != 1) {
-                fail(op, "weights " + shape_str(w) + ", x " + shape_str(x) + ", ids " + shape_str(ids) +
-                             " are not [K, N, E], [K, T], [k, T]");
+                fail(op, "weights " + shape_str(w) + ", x " + shape_str(x) + ", ids " +
+                             shape_str(ids) + " are not [K, N, E], [K, T], [k, T]");
             }
             return shaped(DWELL_F32, {w.ne[1], ids.ne[0], x.ne[1]});
         }
@@ -299,17 +323,20 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
             f32(y, "y");
             f32(w, "w");
             if (w.ne[0] != y.ne[1] || w.ne[1] != y.ne[2]) {
-                fail(op, "y " + shape_str(y) + " and w " + shape_str(w) + " are not [N, k, T], [k, T]");
+                fail(op,
+                     "y " + shape_str(y) + " and w " + shape_str(w) + " are not [N, k, T], [k, T]");
             }
             return shaped(DWELL_F32, {y.ne[0], y.ne[2]});
         }
         case DWELL_OP_CPY: {
             need(1);
             const auto& a = at(in[0], "cpy");
-            if (ip.empty() || ip[0] < 0 || ip[0] >= DWELL_DTYPE_COUNT) fail(op, "needs the target dtype");
+            if (ip.empty() || ip[0] < 0 || ip[0] >= DWELL_DTYPE_COUNT)
+                fail(op, "needs the target dtype");
             auto dt = static_cast<dwell_dtype>(ip[0]);
             if (dwell_row_bytes(dt, a.ne[0]) == 0) {
-                fail(op, std::string("rows of ") + std::to_string(a.ne[0]) + " cannot be stored as " + dwell_dtype_name(dt));
+                fail(op, std::string("rows of ") + std::to_string(a.ne[0]) +
+                             " cannot be stored as " + dwell_dtype_name(dt));
             }
             return make_tensor(dt, a.n_dims, a.ne);
         }
@@ -318,8 +345,8 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
     }
 }
 
-int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs, std::span<const int32_t> iparams,
-                         std::span<const float> fparams) {
+int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs,
+                         std::span<const int32_t> iparams, std::span<const float> fparams) {
     dwell_tensor out = infer(op, inputs, iparams);
     dwell_node node{};
     node.op = op;
@@ -340,7 +367,8 @@ int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs, std::span
 void GraphBuilder::set_output(int32_t tensor) {
     const dwell_tensor& t = at(tensor, "set_output");
     if (t.dtype != DWELL_F32 || t.ne[2] != 1 || t.ne[3] != 1) {
-        throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: the output must be f32 [n_vocab, rows], got " + shape_str(t));
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "graph: the output must be f32 [n_vocab, rows], got " + shape_str(t));
     }
     graph_.output = tensor;
 }

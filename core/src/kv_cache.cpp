@@ -7,7 +7,8 @@
 
 namespace dwell {
 
-KvCache::KvCache(MemoryPool& pool, int32_t n_layer, int64_t kv_width, int64_t n_ctx, dwell_dtype dtype)
+KvCache::KvCache(MemoryPool& pool, int32_t n_layer, int64_t kv_width, int64_t n_ctx,
+                 dwell_dtype dtype)
     : n_ctx_(n_ctx), dtype_(dtype) {
     if (dtype != DWELL_F16 && dtype != DWELL_F32) {
         throw Error(DWELL_ERR_UNSUPPORTED, std::string("KV cache type ") + dwell_dtype_name(dtype) +
@@ -18,8 +19,8 @@ KvCache::KvCache(MemoryPool& pool, int32_t n_layer, int64_t kv_width, int64_t n_
         for (int which = 0; which < 2; ++which) {
             dwell_tensor t = make_tensor(dtype, 2, ne);
             const uint64_t size = t.nb[1] * static_cast<uint64_t>(n_ctx);
-            buffers_.push_back(pool.allocate(size, "the KV cache of layer " + std::to_string(l) + " (" +
-                                                       std::to_string(n_ctx) + " tokens)"));
+            buffers_.push_back(pool.allocate(size, "the KV cache of layer " + std::to_string(l) +
+                                                       " (" + std::to_string(n_ctx) + " tokens)"));
             t.data = buffers_.back().data();
             tensors_.push_back(t);
             bytes_ += size;

@@ -57,7 +57,9 @@ PoolBuffer& PoolBuffer::operator=(PoolBuffer&& other) noexcept {
     return *this;
 }
 
-PoolBuffer::~PoolBuffer() { release(); }
+PoolBuffer::~PoolBuffer() {
+    release();
+}
 
 void PoolBuffer::release() noexcept {
     if (pool_ && data_) pool_->give_back(data_, size_);
@@ -84,9 +86,10 @@ void* MemoryPool::take_pages(size_t n_pages, std::string_view what) {
     if (budget_ != 0 && stats_.used_bytes + bytes > budget_) {
         ++stats_.failed_allocations;
         throw Error(DWELL_ERR_OUT_OF_MEMORY,
-                    std::string(what) + " needs " + format_bytes(bytes) + " but the memory budget of " +
-                        format_bytes(budget_) + " has " + format_bytes(budget_ - stats_.used_bytes) +
-                        " left (" + format_bytes(stats_.used_bytes) +
+                    std::string(what) + " needs " + format_bytes(bytes) +
+                        " but the memory budget of " + format_bytes(budget_) + " has " +
+                        format_bytes(budget_ - stats_.used_bytes) + " left (" +
+                        format_bytes(stats_.used_bytes) +
                         " in use): raise [memory] budget_mb or --memory-budget, or use a smaller "
                         "context");
     }
@@ -103,12 +106,14 @@ void* MemoryPool::take_pages(size_t n_pages, std::string_view what) {
     }
     const size_t chunk_pages = std::max(n_pages, kMinChunkBytes / page_size_);
     const size_t chunk_bytes = chunk_pages * page_size_;
-    void* base = mmap(nullptr, chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* base =
+        mmap(nullptr, chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) {
         ++stats_.failed_allocations;
         throw Error(DWELL_ERR_OUT_OF_MEMORY, std::string(what) + " needs " + format_bytes(bytes) +
                                                  " and the system refused to map " +
-                                                 format_bytes(chunk_bytes) + ": " + std::strerror(errno));
+                                                 format_bytes(chunk_bytes) + ": " +
+                                                 std::strerror(errno));
     }
     auto chunk = std::make_unique<Chunk>(static_cast<uint8_t*>(base), chunk_pages, page_size_);
     std::fill_n(chunk->used.begin(), n_pages, true);

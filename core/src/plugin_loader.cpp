@@ -2,8 +2,8 @@
 
 #include <sys/stat.h>
 
-#include <boost/dll/runtime_symbol_info.hpp>
 #include <algorithm>
+#include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -68,38 +68,49 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& path) {
         lib.load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     } catch (const std::exception& e) {
         // Boost.DLL's message carries dlerror()'s text (missing symbol, bad ELF, ...).
-        throw Error(DWELL_ERR_UNAVAILABLE, "plugin " + path.string() + " failed to load: " + e.what());
+        throw Error(DWELL_ERR_UNAVAILABLE,
+                    "plugin " + path.string() + " failed to load: " + e.what());
     }
     if (!lib.has(DWELL_PLUGIN_QUERY_SYMBOL)) {
-        throw Error(DWELL_ERR_UNAVAILABLE, "plugin " + path.string() + " is not a dwell plugin: it does not export " +
+        throw Error(DWELL_ERR_UNAVAILABLE, "plugin " + path.string() +
+                                               " is not a dwell plugin: it does not export " +
                                                DWELL_PLUGIN_QUERY_SYMBOL);
     }
-    auto query = lib.get<dwell_status(const dwell_host_services*, dwell_plugin_info*)>(DWELL_PLUGIN_QUERY_SYMBOL);
+    auto query = lib.get<dwell_status(const dwell_host_services*, dwell_plugin_info*)>(
+        DWELL_PLUGIN_QUERY_SYMBOL);
     dwell_plugin_info info{};
     info.struct_size = sizeof(info);
     const dwell_status st = query(host_, &info);
-    const std::string host_abi = std::to_string(DWELL_ABI_MAJOR) + "." + std::to_string(DWELL_ABI_MINOR);
-    const std::string plugin_abi = std::to_string(info.abi_major) + "." + std::to_string(info.abi_minor);
-    const std::string rebuild = ": rebuild the plugin against the dwell " + std::to_string(DWELL_ABI_MAJOR) + ".x SDK";
+    const std::string host_abi =
+        std::to_string(DWELL_ABI_MAJOR) + "." + std::to_string(DWELL_ABI_MINOR);
+    const std::string plugin_abi =
+        std::to_string(info.abi_major) + "." + std::to_string(info.abi_minor);
+    const std::string rebuild =
+        ": rebuild the plugin against the dwell " + std::to_string(DWELL_ABI_MAJOR) + ".x SDK";
     if (st == DWELL_ERR_ABI_MISMATCH || (st == DWELL_OK && info.abi_major != DWELL_ABI_MAJOR)) {
-        throw Error(DWELL_ERR_ABI_MISMATCH, "plugin " + path.string() + " speaks dwell ABI " + plugin_abi +
-                                                ", this runtime speaks " + host_abi + rebuild);
+        throw Error(DWELL_ERR_ABI_MISMATCH, "plugin " + path.string() + " speaks dwell ABI " +
+                                                plugin_abi + ", this runtime speaks " + host_abi +
+                                                rebuild);
     }
     if (st != DWELL_OK) {
         std::string why = info.error ? info.error : dwell_status_name(st);
         throw Error(st, "plugin " + path.string() + " refused to initialise: " + why);
     }
     if (!info.name || (info.kind != DWELL_PLUGIN_BACKEND && info.kind != DWELL_PLUGIN_MODEL) ||
-        (info.kind == DWELL_PLUGIN_BACKEND && !info.backend) || (info.kind == DWELL_PLUGIN_MODEL && !info.model)) {
-        throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                    "plugin " + path.string() + " returned an incomplete description (name, kind or interface table missing)");
+        (info.kind == DWELL_PLUGIN_BACKEND && !info.backend) ||
+        (info.kind == DWELL_PLUGIN_MODEL && !info.model)) {
+        throw Error(
+            DWELL_ERR_INVALID_ARGUMENT,
+            "plugin " + path.string() +
+                " returned an incomplete description (name, kind or interface table missing)");
     }
     auto plugin = std::make_shared<LoadedPlugin>(std::move(lib), canonical, info);
     loaded_.emplace(canonical, plugin);
     return plugin;
 }
 
-std::shared_ptr<LoadedPlugin> PluginLoader::find(std::string_view name, std::vector<PluginFailure>& failures) {
+std::shared_ptr<LoadedPlugin> PluginLoader::find(std::string_view name,
+                                                 std::vector<PluginFailure>& failures) {
     const std::string file = file_name_for(name);
     for (const auto& dir : dirs_) {
         fs::path candidate = dir / file;
@@ -126,7 +137,8 @@ PluginLoader::Discovery PluginLoader::discover_all() {
         std::vector<fs::path> files;
         for (const auto& entry : fs::directory_iterator(dir, ec)) {
             const std::string fname = entry.path().filename().string();
-            if (fname.rfind("libdwell-", 0) == 0 && entry.path().extension() == ".so") files.push_back(entry.path());
+            if (fname.rfind("libdwell-", 0) == 0 && entry.path().extension() == ".so")
+                files.push_back(entry.path());
         }
         std::sort(files.begin(), files.end());
         for (const auto& f : files) {

@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/dll/runtime_symbol_info.hpp>
 #include <algorithm>
+#include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -22,10 +22,18 @@ void host_log(void* /*host*/, int level, const char* plugin, const char* message
     const char* who = plugin ? plugin : "plugin";
     const char* msg = message ? message : "";
     switch (level) {
-        case DWELL_LOG_DEBUG: spdlog::debug("[{}] {}", who, msg); break;
-        case DWELL_LOG_INFO: spdlog::info("[{}] {}", who, msg); break;
-        case DWELL_LOG_WARN: spdlog::warn("[{}] {}", who, msg); break;
-        default: spdlog::error("[{}] {}", who, msg); break;
+        case DWELL_LOG_DEBUG:
+            spdlog::debug("[{}] {}", who, msg);
+            break;
+        case DWELL_LOG_INFO:
+            spdlog::info("[{}] {}", who, msg);
+            break;
+        case DWELL_LOG_WARN:
+            spdlog::warn("[{}] {}", who, msg);
+            break;
+        default:
+            spdlog::error("[{}] {}", who, msg);
+            break;
     }
 }
 
@@ -33,7 +41,9 @@ void* host_page_alloc(void* host, size_t bytes) {
     return static_cast<Runtime*>(host)->pool().allocate_raw(bytes, "a plugin allocation");
 }
 
-void host_page_free(void* host, void* ptr) { static_cast<Runtime*>(host)->pool().free_raw(ptr); }
+void host_page_free(void* host, void* ptr) {
+    static_cast<Runtime*>(host)->pool().free_raw(ptr);
+}
 
 // Used only when no manifest folder exists at all (e.g. a bare test binary).
 constexpr const char* kBuiltinManifest = R"(
@@ -45,9 +55,13 @@ plugin = "cpu"
 
 }  // namespace
 
-Backend::Backend(std::shared_ptr<LoadedPlugin> plugin, uint32_t device, const dwell_device_info& info,
-                 dwell_backend_context* ctx, ManifestBackend entry)
-    : plugin_(std::move(plugin)), device_(device), info_(info), ctx_(ctx), entry_(std::move(entry)) {}
+Backend::Backend(std::shared_ptr<LoadedPlugin> plugin, uint32_t device,
+                 const dwell_device_info& info, dwell_backend_context* ctx, ManifestBackend entry)
+    : plugin_(std::move(plugin)),
+      device_(device),
+      info_(info),
+      ctx_(ctx),
+      entry_(std::move(entry)) {}
 
 Backend::~Backend() {
     if (ctx_) api().context_destroy(ctx_);
@@ -67,7 +81,9 @@ std::vector<fs::path> Runtime::manifest_dirs() {
     if (const char* env = std::getenv("DWELL_MANIFEST_DIR"); env && *env) dirs.emplace_back(env);
     boost::dll::fs::error_code ec;
     fs::path exe = boost::dll::program_location(ec);
-    if (!ec) dirs.push_back((exe.parent_path() / ".." / "share" / "dwell" / "manifests").lexically_normal());
+    if (!ec)
+        dirs.push_back(
+            (exe.parent_path() / ".." / "share" / "dwell" / "manifests").lexically_normal());
     return dirs;
 }
 
@@ -84,8 +100,32 @@ Runtime::Runtime(const RuntimeOptions& options) : strict_(options.strict) {
     services_.page_alloc = host_page_alloc;
     services_.page_free = host_page_free;
 
+    warn_unimplemented();
     loader_ = std::make_unique<PluginLoader>(manifest_.plugins.search_paths, &services_);
     select_backends(options);
+}
+
+void Runtime::warn_unimplemented() const {
+    const std::string where = manifest_.source.string();
+    if (!manifest_.plugins.sha256.empty()) {
+        // A pin the user asked for must never be silently skipped.
+        throw Error(DWELL_ERR_UNSUPPORTED,
+                    where +
+                        ": [plugins] sha256 pins are not verified by this dwell version; "
+                        "remove them or use a version that enforces them");
+    }
+    if (manifest_.memory.weights != "mmap") {
+        spdlog::warn(
+            "{}: [memory] weights = \"{}\" is not implemented yet; weights are memory-mapped",
+            where, manifest_.memory.weights);
+    }
+    if (manifest_.memory.mlock)
+        spdlog::warn("{}: [memory] mlock is not implemented yet; ignored", where);
+    if (manifest_.cpu.affinity != "any") {
+        spdlog::warn(
+            "{}: [cpu] affinity = \"{}\" is not implemented yet; threads may run on any core",
+            where, manifest_.cpu.affinity);
+    }
 }
 
 Runtime::~Runtime() {
@@ -130,7 +170,8 @@ void Runtime::choose_manifest(const RuntimeOptions& options) {
         manifest_choice_ = "matched this device (" + facts.arch + ")";
     } else if (!generic.empty()) {
         manifest_ = Manifest::load(generic);
-        manifest_choice_ = "no manifest matched this device (" + facts.arch + "); using the generic one";
+        manifest_choice_ =
+            "no manifest matched this device (" + facts.arch + "); using the generic one";
     } else {
         manifest_ = Manifest::parse(kBuiltinManifest, "<built-in>");
         manifest_choice_ = "no manifest folder found; using the built-in cpu-only manifest";
@@ -145,7 +186,8 @@ void Runtime::select_backends(const RuntimeOptions& options) {
         choice.plugin = entry.plugin;
         auto skip = [&](const std::string& why) {
             choice.reason = why;
-            spdlog::warn("{}:{}: backend '{}' skipped: {}", manifest_.source.string(), entry.line, entry.plugin, why);
+            spdlog::warn("{}:{}: backend '{}' skipped: {}", manifest_.source.string(), entry.line,
+                         entry.plugin, why);
             choices_.push_back(choice);
         };
         std::vector<PluginFailure> failures;
@@ -155,8 +197,8 @@ void Runtime::select_backends(const RuntimeOptions& options) {
             for (const auto& f : failures) {
                 tried += (tried.empty() ? "" : "; ") + f.path.string() + " (" + f.reason + ")";
             }
-            skip("plugin " + PluginLoader::file_name_for(entry.plugin) + " not usable, tried: " +
-                 (tried.empty() ? "no search folder exists" : tried));
+            skip("plugin " + PluginLoader::file_name_for(entry.plugin) +
+                 " not usable, tried: " + (tried.empty() ? "no search folder exists" : tried));
             continue;
         }
         choice.path = plugin->path();
@@ -181,12 +223,14 @@ void Runtime::select_backends(const RuntimeOptions& options) {
             const std::string dname = di.name ? di.name : "";
             if (entry.device && *entry.device != dname) continue;
             if (!di.available) {
-                why_none = "device " + dname + " unavailable: " + (di.unavailable_reason ? di.unavailable_reason : "no reason given");
+                why_none = "device " + dname + " unavailable: " +
+                           (di.unavailable_reason ? di.unavailable_reason : "no reason given");
                 continue;
             }
             const std::string hw = di.hardware_id ? di.hardware_id : "";
             if (!hw.empty() && hardware_taken.count(hw)) {
-                why_none = "device " + dname + " is hardware " + hw + ", already used by a higher-priority backend";
+                why_none = "device " + dname + " is hardware " + hw +
+                           ", already used by a higher-priority backend";
                 continue;
             }
             chosen = i;
@@ -194,7 +238,8 @@ void Runtime::select_backends(const RuntimeOptions& options) {
             break;
         }
         if (!chosen) {
-            skip(why_none.empty() ? "no device named '" + entry.device.value_or("") + "'" : why_none);
+            skip(why_none.empty() ? "no device named '" + entry.device.value_or("") + "'"
+                                  : why_none);
             continue;
         }
         choice.device = info.name ? info.name : "";
@@ -208,7 +253,8 @@ void Runtime::select_backends(const RuntimeOptions& options) {
         std::vector<dwell_option> c_opts;
         for (const auto& [k, v] : opts) c_opts.push_back({k.c_str(), v.c_str()});
         dwell_backend_context* ctx = nullptr;
-        dwell_status st = api->context_create(api->self, *chosen, c_opts.data(), c_opts.size(), &services_, &ctx);
+        dwell_status st =
+            api->context_create(api->self, *chosen, c_opts.data(), c_opts.size(), &services_, &ctx);
         if (st != DWELL_OK || !ctx) {
             const char* e = api->last_error ? api->last_error(api->self) : nullptr;
             skip(std::string("initialisation failed: ") + (e && *e ? e : dwell_status_name(st)));
@@ -219,17 +265,21 @@ void Runtime::select_backends(const RuntimeOptions& options) {
         choice.reason = "selected";
         choices_.push_back(choice);
         backends_.push_back(std::make_unique<Backend>(plugin, *chosen, info, ctx, entry));
-        spdlog::info("backend {} selected ({})", backends_.back()->label(), plugin->path().string());
+        spdlog::info("backend {} selected ({})", backends_.back()->label(),
+                     plugin->path().string());
     }
     if (backends_.empty() && options.require_backend) {
         std::string why;
-        for (const auto& c : choices_) why += (why.empty() ? "" : "; ") + c.plugin + ": " + c.reason;
+        for (const auto& c : choices_)
+            why += (why.empty() ? "" : "; ") + c.plugin + ": " + c.reason;
         throw Error(DWELL_ERR_UNAVAILABLE, manifest_.source.string() + ": no usable backend (" +
-                                               (why.empty() ? "the manifest lists none" : why) + ")");
+                                               (why.empty() ? "the manifest lists none" : why) +
+                                               ")");
     }
 }
 
-std::shared_ptr<LoadedPlugin> Runtime::model_plugin_for(const std::string& architecture, const fs::path& model_path) {
+std::shared_ptr<LoadedPlugin> Runtime::model_plugin_for(const std::string& architecture,
+                                                        const fs::path& model_path) {
     auto found = loader_->discover_all();
     std::string served;
     for (const auto& p : found.plugins) {
@@ -237,15 +287,17 @@ std::shared_ptr<LoadedPlugin> Runtime::model_plugin_for(const std::string& archi
         if (!m) continue;
         for (size_t i = 0; i < m->n_architectures; ++i) {
             if (m->architectures[i] && architecture == m->architectures[i]) return p;
-            served += (served.empty() ? "" : ", ") + std::string(m->architectures[i] ? m->architectures[i] : "?");
+            served += (served.empty() ? "" : ", ") +
+                      std::string(m->architectures[i] ? m->architectures[i] : "?");
         }
     }
     for (const auto& f : found.failures) spdlog::warn("{}", f.reason);
     std::string dirs;
     for (const auto& d : loader_->search_dirs()) dirs += (dirs.empty() ? "" : ", ") + d.string();
-    throw Error(DWELL_ERR_UNSUPPORTED, model_path.string() + ": no model plugin serves architecture '" + architecture +
-                                           "' (architectures served: " + (served.empty() ? "none" : served) +
-                                           "; plugin folders: " + dirs + ")");
+    throw Error(DWELL_ERR_UNSUPPORTED,
+                model_path.string() + ": no model plugin serves architecture '" + architecture +
+                    "' (architectures served: " + (served.empty() ? "none" : served) +
+                    "; plugin folders: " + dirs + ")");
 }
 
 }  // namespace dwell

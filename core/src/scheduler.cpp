@@ -23,7 +23,8 @@ std::string layer_range(const std::set<int32_t>& layers) {
         const int32_t first = *it;
         int32_t last = first;
         while (++it != layers.end() && *it == last + 1) ++last;
-        s += (s.empty() ? "layers " : ", ") + std::to_string(first) + (last > first ? "-" + std::to_string(last) : "");
+        s += (s.empty() ? "layers " : ", ") + std::to_string(first) +
+             (last > first ? "-" + std::to_string(last) : "");
     }
     // Nodes outside any layer: the embedding lookup and the output head.
     if (layers.count(-1)) s += s.empty() ? "embedding/output" : " + embedding/output";
@@ -32,12 +33,17 @@ std::string layer_range(const std::set<int32_t>& layers) {
 
 }  // namespace
 
-Scheduler::Scheduler(std::vector<Backend*> backends, bool strict) : backends_(std::move(backends)), strict_(strict) {}
+Scheduler::Scheduler(std::vector<Backend*> backends, bool strict)
+    : backends_(std::move(backends)), strict_(strict) {}
 
 bool Scheduler::allowed(const Backend& backend, const dwell_node& node) const {
     const auto& e = backend.entry();
-    if (!e.ops.empty() && std::find(e.ops.begin(), e.ops.end(), dwell_op_name(node.op)) == e.ops.end()) return false;
-    if (!e.layers.empty() && std::find(e.layers.begin(), e.layers.end(), node.layer) == e.layers.end()) return false;
+    if (!e.ops.empty() &&
+        std::find(e.ops.begin(), e.ops.end(), dwell_op_name(node.op)) == e.ops.end())
+        return false;
+    if (!e.layers.empty() &&
+        std::find(e.layers.begin(), e.layers.end(), node.layer) == e.layers.end())
+        return false;
     return true;
 }
 
@@ -57,23 +63,26 @@ Placement Scheduler::place(Graph& graph) const {
                 break;
             }
             if (strict_) {
-                throw Error(DWELL_ERR_UNSUPPORTED, "strict placement: " + node_str(node, static_cast<int32_t>(i)) +
-                                                       " is not supported by " + be.label() +
-                                                       " and strict mode forbids falling back");
+                throw Error(DWELL_ERR_UNSUPPORTED,
+                            "strict placement: " + node_str(node, static_cast<int32_t>(i)) +
+                                " is not supported by " + be.label() +
+                                " and strict mode forbids falling back");
             }
             declined += (declined.empty() ? "" : ", ") + be.label();
         }
         if (p.node_backend[i] < 0) {
-            throw Error(DWELL_ERR_UNSUPPORTED, node_str(node, static_cast<int32_t>(i)) +
-                                                   " can run on no selected backend (declined by: " +
-                                                   (declined.empty() ? "none allowed by the manifest" : declined) + ")");
+            throw Error(DWELL_ERR_UNSUPPORTED,
+                        node_str(node, static_cast<int32_t>(i)) +
+                            " can run on no selected backend (declined by: " +
+                            (declined.empty() ? "none allowed by the manifest" : declined) + ")");
         }
         if (!declined.empty()) {
-            fallback_reasons[std::string(dwell_op_name(node.op)) + " -> " + backends_[p.node_backend[i]]->label()] =
-                "declined by " + declined;
+            fallback_reasons[std::string(dwell_op_name(node.op)) + " -> " +
+                             backends_[p.node_backend[i]]->label()] = "declined by " + declined;
         }
         if (p.splits.empty() || p.splits.back().backend != p.node_backend[i]) {
-            p.splits.push_back({p.node_backend[i], static_cast<int32_t>(i), static_cast<int32_t>(i) + 1});
+            p.splits.push_back(
+                {p.node_backend[i], static_cast<int32_t>(i), static_cast<int32_t>(i) + 1});
         } else {
             p.splits.back().end_node = static_cast<int32_t>(i) + 1;
         }
@@ -91,8 +100,8 @@ void Scheduler::run(Graph& graph, const Placement& placement) const {
         for (int32_t n = split.first_node; n < split.end_node; ++n) ids.push_back(n);
         const dwell_status st = be.api().graph_compute(be.context(), &cg, ids.data(), ids.size());
         if (st != DWELL_OK) {
-            throw Error(st, be.label() + " failed on nodes " + std::to_string(split.first_node) + "-" +
-                                std::to_string(split.end_node - 1) + ": " + be.last_error());
+            throw Error(st, be.label() + " failed on nodes " + std::to_string(split.first_node) +
+                                "-" + std::to_string(split.end_node - 1) + ": " + be.last_error());
         }
     }
 }
@@ -114,9 +123,10 @@ std::string Scheduler::describe(const Graph& graph, const Placement& placement) 
             continue;
         }
         std::string op_list;
-        for (const auto& [name, count] : ops) op_list += (op_list.empty() ? "" : " ") + name + "x" + std::to_string(count);
-        out += backends_[b]->label() + ": " + std::to_string(n) + " nodes, " + layer_range(layers) + " [" +
-               op_list + "]\n";
+        for (const auto& [name, count] : ops)
+            op_list += (op_list.empty() ? "" : " ") + name + "x" + std::to_string(count);
+        out += backends_[b]->label() + ": " + std::to_string(n) + " nodes, " + layer_range(layers) +
+               " [" + op_list + "]\n";
     }
     out += std::to_string(placement.splits.size()) + " split(s)";
     for (const auto& f : placement.fallbacks) out += "\nfallback: " + f;

@@ -29,7 +29,8 @@ int32_t context_size(const Model& model, int32_t requested) {
 
 }  // namespace
 
-Session::Session(Runtime& runtime, std::shared_ptr<const Model> model, const SessionOptions& options)
+Session::Session(Runtime& runtime, std::shared_ptr<const Model> model,
+                 const SessionOptions& options)
     : runtime_(runtime),
       model_(std::move(model)),
       n_ctx_(context_size(*model_, options.n_ctx)),
@@ -43,13 +44,15 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
     const int32_t n_vocab = static_cast<int32_t>(model_->info().n_vocab);
     for (int32_t t : tokens) {
         if (t < 0 || t >= n_vocab) {
-            throw Error(DWELL_ERR_INVALID_ARGUMENT, "token id " + std::to_string(t) + " is outside the vocabulary (0.." +
+            throw Error(DWELL_ERR_INVALID_ARGUMENT, "token id " + std::to_string(t) +
+                                                        " is outside the vocabulary (0.." +
                                                         std::to_string(n_vocab - 1) + ")");
         }
     }
     if (static_cast<int64_t>(n_past_) + static_cast<int64_t>(tokens.size()) > n_ctx_) {
         throw Error(DWELL_ERR_OUT_OF_MEMORY, "context full: " + std::to_string(n_past_) + " + " +
-                                                 std::to_string(tokens.size()) + " tokens exceed the context of " +
+                                                 std::to_string(tokens.size()) +
+                                                 " tokens exceed the context of " +
                                                  std::to_string(n_ctx_) + " (raise --ctx)");
     }
     std::vector<float> all;
@@ -84,7 +87,8 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
         [this](int32_t layer, int32_t which) { return kv_.tensor(layer, which); });
     dwell_batch batch{sizeof(dwell_batch), n_tokens, n_out};
     model_->build_graph(builder, batch);
-    if (graph.output < 0) throw Error(DWELL_ERR_INTERNAL, "the model plugin built a graph without an output");
+    if (graph.output < 0)
+        throw Error(DWELL_ERR_INTERNAL, "the model plugin built a graph without an output");
 
     // Host-filled inputs.
     std::vector<int32_t> positions(n_tokens), out_rows(n_out);
@@ -94,13 +98,15 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
     for (auto& slot : graph.slots) {
         if (slot.role != TensorRole::Input) continue;
         const std::string name = slot.tensor.name ? slot.tensor.name : "";
-        std::vector<int32_t>* src = name == "tokens" ? &token_copy
+        std::vector<int32_t>* src = name == "tokens"      ? &token_copy
                                     : name == "positions" ? &positions
-                                    : name == "out_rows" ? &out_rows
-                                                         : nullptr;
-        if (!src || slot.tensor.dtype != DWELL_I32 || dwell_tensor_nelements(&slot.tensor) != static_cast<int64_t>(src->size())) {
-            throw Error(DWELL_ERR_INVALID_ARGUMENT, "the model plugin declared input '" + name +
-                                                        "' that the host does not provide with that shape");
+                                    : name == "out_rows"  ? &out_rows
+                                                          : nullptr;
+        if (!src || slot.tensor.dtype != DWELL_I32 ||
+            dwell_tensor_nelements(&slot.tensor) != static_cast<int64_t>(src->size())) {
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        "the model plugin declared input '" + name +
+                            "' that the host does not provide with that shape");
         }
         slot.tensor.data = src->data();
     }
@@ -115,11 +121,13 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
     const ActivationPlan plan = plan_activations(graph);
     if (arena_.size() < plan.arena_bytes) {
         arena_ = PoolBuffer();  // release first so the budget sees only the new size
-        arena_ = runtime_.pool().allocate(plan.arena_bytes, "activations for a batch of " + std::to_string(n_tokens) + " tokens");
+        arena_ = runtime_.pool().allocate(
+            plan.arena_bytes, "activations for a batch of " + std::to_string(n_tokens) + " tokens");
     }
     auto* base = static_cast<uint8_t*>(arena_.data());
     for (size_t i = 0; i < graph.slots.size(); ++i) {
-        if (plan.offset[i] != ActivationPlan::kNone) graph.slots[i].tensor.data = base + plan.offset[i];
+        if (plan.offset[i] != ActivationPlan::kNone)
+            graph.slots[i].tensor.data = base + plan.offset[i];
     }
     for (auto& slot : graph.slots) {
         if (slot.role == TensorRole::View) slot.tensor.data = graph.slots[slot.view_of].tensor.data;
@@ -130,10 +138,12 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
     const dwell_tensor& out = graph.slots[graph.output].tensor;
     const int64_t n_vocab = model_->info().n_vocab;
     if (out.ne[0] != n_vocab || out.ne[1] != n_out) {
-        throw Error(DWELL_ERR_INTERNAL, "the model's output has shape [" + std::to_string(out.ne[0]) + ", " +
-                                            std::to_string(out.ne[1]) + "], expected [n_vocab, rows]");
+        throw Error(DWELL_ERR_INTERNAL,
+                    "the model's output has shape [" + std::to_string(out.ne[0]) + ", " +
+                        std::to_string(out.ne[1]) + "], expected [n_vocab, rows]");
     }
-    const auto* src = static_cast<const float*>(graph.slots[graph.storage_of(graph.output)].tensor.data);
+    const auto* src =
+        static_cast<const float*>(graph.slots[graph.storage_of(graph.output)].tensor.data);
     logits_.assign(src, src + n_vocab * n_out);
     n_past_ += n_tokens;
 }

@@ -40,10 +40,13 @@ public:
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
         return z ^ (z >> 31);
     }
-    double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+    double uniform() {
+        return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    }
     float normal() {  // Box-Muller
         const double u1 = uniform(), u2 = uniform();
-        return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+        return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
+                                  std::cos(6.283185307179586 * u2));
     }
 
 private:
@@ -52,13 +55,16 @@ private:
 
 Vocab generated_vocab(int64_t n_vocab) {
     static const char* const kWords[] = {
-        "the", "and", "was", "she", "he", "they", "to", "a", "of", "in", "it", "is", "that", "with", "for",
-        "on", "her", "his", "said", "day", "one", "time", "upon", "once", "there", "little", "big", "girl",
-        "boy", "play", "happy", "friend", "dog", "cat", "ball", "park", "mom", "dad", "saw", "went", "very",
-        "wanted", "had", "you", "not", "what", "all", "were", "we", "when", "your", "can", "out", "up", "do",
-        "about", "into", "them", "like", "so", "some", "would", "make", "see", "him", "two", "more", "go",
-        "no", "way", "could", "my", "than", "first", "been", "who", "its", "now", "find", "long", "down",
-        "come", "made", "may", "part", "run", "tree", "sun", "home", "good", "new", "sky", "blue", "red"};
+        "the",   "and",    "was",  "she",   "he",    "they",   "to",   "a",    "of",   "in",
+        "it",    "is",     "that", "with",  "for",   "on",     "her",  "his",  "said", "day",
+        "one",   "time",   "upon", "once",  "there", "little", "big",  "girl", "boy",  "play",
+        "happy", "friend", "dog",  "cat",   "ball",  "park",   "mom",  "dad",  "saw",  "went",
+        "very",  "wanted", "had",  "you",   "not",   "what",   "all",  "were", "we",   "when",
+        "your",  "can",    "out",  "up",    "do",    "about",  "into", "them", "like", "so",
+        "some",  "would",  "make", "see",   "him",   "two",    "more", "go",   "no",   "way",
+        "could", "my",     "than", "first", "been",  "who",    "its",  "now",  "find", "long",
+        "down",  "come",   "made", "may",   "part",  "run",    "tree", "sun",  "home", "good",
+        "new",   "sky",    "blue", "red"};
     Vocab v;
     v.add("<unk>", 0.0f, kUnknown);
     v.add("<s>", 0.0f, kControl);
@@ -81,7 +87,8 @@ Vocab generated_vocab(int64_t n_vocab) {
     for (const char* w : kWords) {
         const std::string word = space + w;
         // Every prefix, so pairwise merges can build the whole word.
-        for (size_t len = space.size() + 1; len <= word.size(); ++len) add_piece(word.substr(0, len));
+        for (size_t len = space.size() + 1; len <= word.size(); ++len)
+            add_piece(word.substr(0, len));
     }
     for (int64_t i = 0; static_cast<int64_t>(v.tokens.size()) < n_vocab; ++i) {
         v.add("<unused" + std::to_string(i) + ">", 0.0f, kUnused);
@@ -93,15 +100,20 @@ Vocab vocab_from_model(const std::filesystem::path& path) {
     sentencepiece::SentencePieceProcessor sp;
     const auto status = sp.Load(path.string());
     if (!status.ok()) {
-        throw Error(DWELL_ERR_IO, path.string() + ": cannot load the sentencepiece model: " + status.ToString());
+        throw Error(DWELL_ERR_IO,
+                    path.string() + ": cannot load the sentencepiece model: " + status.ToString());
     }
     Vocab v;
     for (int i = 0; i < sp.GetPieceSize(); ++i) {
         int32_t type = kNormal;
-        if (sp.IsUnknown(i)) type = kUnknown;
-        else if (sp.IsControl(i)) type = kControl;
-        else if (sp.IsByte(i)) type = kByte;
-        else if (sp.IsUnused(i)) type = kUnused;
+        if (sp.IsUnknown(i))
+            type = kUnknown;
+        else if (sp.IsControl(i))
+            type = kControl;
+        else if (sp.IsByte(i))
+            type = kByte;
+        else if (sp.IsUnused(i))
+            type = kUnused;
         v.add(sp.IdToPiece(i), sp.GetScore(i), type);
     }
     return v;
@@ -114,20 +126,25 @@ void check(bool ok, const std::string& what) {
 }  // namespace
 
 void write_synthetic_llama(const SyntheticLlamaSpec& s, const std::filesystem::path& out) {
-    check(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 && s.n_ctx > 0,
+    check(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 &&
+              s.n_ctx > 0,
           "every dimension must be positive");
-    check(s.n_embd % s.n_head == 0, "--n-embd (" + std::to_string(s.n_embd) + ") must be a multiple of --n-head (" +
+    check(s.n_embd % s.n_head == 0, "--n-embd (" + std::to_string(s.n_embd) +
+                                        ") must be a multiple of --n-head (" +
                                         std::to_string(s.n_head) + ")");
     check(s.n_head % s.n_head_kv == 0, "--n-head must be a multiple of --n-head-kv");
     check((s.n_embd / s.n_head) % 2 == 0, "the head dimension n_embd / n_head must be even");
     const int64_t block = dwell_dtype_block_elems(s.dtype);
-    check(s.dtype == DWELL_F32 || s.dtype == DWELL_F16 || s.dtype == DWELL_Q8_0 || s.dtype == DWELL_Q4_0,
-          std::string("--type ") + dwell_dtype_name(s.dtype) + " is not one synth writes (f32, f16, q8_0, q4_0)");
+    check(s.dtype == DWELL_F32 || s.dtype == DWELL_F16 || s.dtype == DWELL_Q8_0 ||
+              s.dtype == DWELL_Q4_0,
+          std::string("--type ") + dwell_dtype_name(s.dtype) +
+              " is not one synth writes (f32, f16, q8_0, q4_0)");
     check(s.n_embd % block == 0 && s.n_ff % block == 0,
-          std::string("--n-embd and --n-ff must be multiples of ") + std::to_string(block) + " for " +
-              dwell_dtype_name(s.dtype));
+          std::string("--n-embd and --n-ff must be multiples of ") + std::to_string(block) +
+              " for " + dwell_dtype_name(s.dtype));
 
-    const Vocab vocab = s.vocab_model ? vocab_from_model(*s.vocab_model) : generated_vocab(std::max<int64_t>(s.n_vocab, 512));
+    const Vocab vocab = s.vocab_model ? vocab_from_model(*s.vocab_model)
+                                      : generated_vocab(std::max<int64_t>(s.n_vocab, 512));
     const int64_t n_vocab = static_cast<int64_t>(vocab.tokens.size());
     const int64_t head_dim = s.n_embd / s.n_head;
     const int64_t kv_width = head_dim * s.n_head_kv;
@@ -161,7 +178,8 @@ void write_synthetic_llama(const SyntheticLlamaSpec& s, const std::filesystem::p
         bytes.assign(row_bytes * static_cast<size_t>(rows), 0);
         for (int64_t r = 0; r < rows; ++r) {
             for (auto& x : values) x = rng.normal() * s.weight_std;
-            dwell_quantize_row(dt, values.data(), bytes.data() + row_bytes * static_cast<size_t>(r), cols);
+            dwell_quantize_row(dt, values.data(), bytes.data() + row_bytes * static_cast<size_t>(r),
+                               cols);
         }
         const int64_t ne[2] = {cols, rows};
         w.add_tensor(name, dt, ne, bytes);
@@ -169,8 +187,9 @@ void write_synthetic_llama(const SyntheticLlamaSpec& s, const std::filesystem::p
     auto norm = [&](const std::string& name) {
         values.assign(static_cast<size_t>(s.n_embd), 1.0f);
         const int64_t ne[1] = {s.n_embd};
-        w.add_tensor(name, DWELL_F32, ne,
-                     {reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)});
+        w.add_tensor(
+            name, DWELL_F32, ne,
+            {reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)});
     };
 
     matrix("token_embd.weight", s.n_embd, n_vocab, s.dtype);

@@ -8,21 +8,30 @@
 namespace dwell::cli {
 
 void add_runtime_options(po::options_description& desc, CommonArgs& args) {
+    // clang-format off
     desc.add_options()
         ("manifest", po::value(&args.manifest), "device manifest (TOML); default: the one matching this device")
         ("threads,t", po::value(&args.threads), "CPU threads (default: the manifest's [cpu] threads, else all cores)")
         ("memory-budget", po::value(&args.memory_budget_mb), "memory budget in MiB (overrides [memory] budget_mb)")
         ("strict", po::bool_switch(&args.strict), "fail instead of falling back to a lower-priority backend")
         ("verbose,v", po::value<int>(&args.verbosity)->implicit_value(1)->zero_tokens(), "log placement and loading (-v)");
+    // clang-format on
 }
 
 RuntimeOptions runtime_options(const CommonArgs& args) {
     RuntimeOptions o;
     if (!args.manifest.empty()) o.manifest = args.manifest;
     o.threads = args.threads;
-    if (args.memory_budget_mb >= 0) o.memory_budget_bytes = static_cast<uint64_t>(args.memory_budget_mb) << 20;
+    if (args.memory_budget_mb >= 0)
+        o.memory_budget_bytes = static_cast<uint64_t>(args.memory_budget_mb) << 20;
     o.strict = args.strict;
     return o;
+}
+
+dwell_dtype parse_kv_type(const std::string& name) {
+    if (name == "f32") return DWELL_F32;
+    if (name == "f16") return DWELL_F16;
+    throw po::error("--kv-type '" + name + "' is not a KV-cache type (use f32 or f16)");
 }
 
 void set_verbosity(int verbosity) {
@@ -30,7 +39,7 @@ void set_verbosity(int verbosity) {
     auto logger = spdlog::stderr_color_mt("dwell");
     logger->set_pattern("dwell: %^%l%$: %v");
     spdlog::set_default_logger(logger);
-    spdlog::set_level(verbosity >= 2 ? spdlog::level::debug
+    spdlog::set_level(verbosity >= 2   ? spdlog::level::debug
                       : verbosity == 1 ? spdlog::level::info
                                        : spdlog::level::warn);
 }

@@ -24,6 +24,8 @@ struct CommonArgs {
 void add_runtime_options(po::options_description& desc, CommonArgs& args);
 RuntimeOptions runtime_options(const CommonArgs& args);
 void set_verbosity(int verbosity);
+// "f32" or "f16"; throws po::validation_error otherwise.
+dwell_dtype parse_kv_type(const std::string& name);
 
 // Parses argv for a subcommand; prints help and returns false for --help.
 // Throws po::error on bad options.
@@ -34,5 +36,6 @@ bool parse(const std::string& command, const std::string& usage, po::options_des
 int run_command(const std::vector<std::string>& args);
 int devices_command(const std::vector<std::string>& args);
 int synth_command(const std::vector<std::string>& args);
+int eval_command(const std::vector<std::string>& args);
 
 }  // namespace dwell::cli

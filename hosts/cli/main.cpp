@@ -19,6 +19,7 @@ void usage(std::ostream& out) {
     out << "usage: dwell <command> [options]   (dwell <command> --help for its options)\n\n"
            "commands:\n"
            "  run      generate text from a prompt and print the speed\n"
+           "  eval     write the logits of every position of a token sequence\n"
            "  devices  list plugins, devices and what the manifest selected\n"
            "  synth    write a Llama-shaped GGUF with random weights\n"
            "  version  print the version\n";
@@ -38,19 +39,21 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (command == "version" || command == "--version") {
-        std::cout << "dwell " << dwell::version() << " (plugin ABI " << DWELL_ABI_MAJOR << "." << DWELL_ABI_MINOR
-                  << ")\n";
+        std::cout << "dwell " << dwell::version() << " (plugin ABI " << DWELL_ABI_MAJOR << "."
+                  << DWELL_ABI_MINOR << ")\n";
         return 0;
     }
     try {
         if (command == "run") return dwell::cli::run_command(args);
         if (command == "devices") return dwell::cli::devices_command(args);
         if (command == "synth") return dwell::cli::synth_command(args);
+        if (command == "eval") return dwell::cli::eval_command(args);
         std::cerr << "dwell: unknown command '" << command << "'\n";
         usage(std::cerr);
         return 2;
     } catch (const boost::program_options::error& e) {
-        std::cerr << "dwell " << command << ": " << e.what() << " (see dwell " << command << " --help)\n";
+        std::cerr << "dwell " << command << ": " << e.what() << " (see dwell " << command
+                  << " --help)\n";
         return 2;
     } catch (const std::exception& e) {
         std::cerr << "dwell " << command << ": error: " << e.what() << "\n";

@@ -1,9 +1,12 @@
 // `dwell run`: generate text, streamed to stdout token by token; speed on stderr.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <iostream>
 #include <random>
 
 #include "cli_common.hpp"
+#include "dwell/core/format_bytes.hpp"
 #include "dwell/core/generate.hpp"
 #include "dwell/core/model.hpp"
 #include "dwell/core/sampler.hpp"
@@ -14,17 +17,19 @@ namespace dwell::cli {
 
 int run_command(const std::vector<std::string>& args) {
     CommonArgs common;
-    std::string model_path, prompt;
+    std::string model_path, prompt, kv_type;
     int32_t n_predict = 128, n_ctx = 0;
     bool no_echo = false;
     SamplerParams sp;
     int64_t seed = -1;
     po::options_description desc("dwell run");
+    // clang-format off
     desc.add_options()
         ("model,m", po::value(&model_path)->required(), "model file (GGUF)")
         ("prompt,p", po::value(&prompt)->default_value(""), "prompt text (empty: start from BOS)")
         ("n-predict,n", po::value(&n_predict)->default_value(128), "tokens to generate")
         ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
+        ("kv-type", po::value(&kv_type), "KV-cache type: f32 or f16 (default: the manifest's [kv] dtype)")
         ("temp", po::value(&sp.temperature)->default_value(0.8f, "0.8"), "temperature (0: greedy)")
         ("top-k", po::value(&sp.top_k)->default_value(40), "top-k (0: off)")
         ("top-p", po::value(&sp.top_p)->default_value(0.95f, "0.95"), "top-p (1: off)")
@@ -33,16 +38,19 @@ int run_command(const std::vector<std::string>& args) {
         ("repeat-last-n", po::value(&sp.repeat_last_n)->default_value(64), "tokens the penalty looks back over")
         ("seed", po::value(&seed)->default_value(-1), "sampling seed (-1: random)")
         ("no-echo", po::bool_switch(&no_echo), "do not print the prompt before the generated text");
+    // clang-format on
     add_runtime_options(desc, common);
     po::variables_map vm;
     if (!parse("run", "-m MODEL [-p PROMPT] [-n N] [options]", desc, args, vm)) return 0;
     set_verbosity(common.verbosity);
-    if (n_predict < 0) throw po::validation_error(po::validation_error::invalid_option_value, "n-predict");
+    if (n_predict < 0)
+        throw po::validation_error(po::validation_error::invalid_option_value, "n-predict");
     sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
 
     Runtime runtime(runtime_options(common));
     auto model = Model::load(runtime, model_path);
     SessionOptions so;
+    if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
     so.n_ctx = n_ctx;
     Session session(runtime, model, so);
     Sampler sampler(sp);
@@ -67,10 +75,22 @@ int run_command(const std::vector<std::string>& args) {
     std::fputc('\n', stdout);
     std::fflush(stdout);
 
-    std::fprintf(stderr, "prompt: %d tokens in %.3f s (%.1f tok/s) | generation: %d tokens in %.3f s (%.1f tok/s)%s\n",
-                 stats.n_prompt, stats.prompt_seconds, stats.prompt_tokens_per_second(), stats.n_generated,
-                 stats.generation_seconds, stats.generation_tokens_per_second(),
+    std::fprintf(stderr,
+                 "prompt: %d tokens in %.3f s (%.1f tok/s) | generation: %d tokens in %.3f s (%.1f "
+                 "tok/s)%s\n",
+                 stats.n_prompt, stats.prompt_seconds, stats.prompt_tokens_per_second(),
+                 stats.n_generated, stats.generation_seconds, stats.generation_tokens_per_second(),
                  stats.stopped_at_eos ? " | stopped at end of sequence" : "");
+    if (common.verbosity > 0) {
+        const PoolStats pool = runtime.pool().stats();
+        rusage usage{};
+        getrusage(RUSAGE_SELF, &usage);
+        std::fprintf(stderr, "memory: pool peak %s (KV cache %s), weights mapped %s, peak RSS %s\n",
+                     format_bytes(pool.peak_used_bytes).c_str(),
+                     format_bytes(session.kv_cache().bytes()).c_str(),
+                     format_bytes(model->weight_bytes()).c_str(),
+                     format_bytes(static_cast<uint64_t>(usage.ru_maxrss) * 1024).c_str());
+    }
     return 0;
 }
 

@@ -23,6 +23,7 @@ int synth_command(const std::vector<std::string>& args) {
     std::string arch, type, out, vocab;
     int64_t seed = 1;
     po::options_description desc("dwell synth");
+    // clang-format off
     desc.add_options()
         ("arch", po::value(&arch)->default_value("llama"), "architecture (llama)")
         ("n-embd", po::value(&spec.n_embd)->default_value(spec.n_embd), "embedding width")
@@ -37,10 +38,12 @@ int synth_command(const std::vector<std::string>& args) {
         ("vocab", po::value(&vocab), "take the vocabulary from this sentencepiece .model file")
         ("seed", po::value(&seed)->default_value(1), "random seed")
         ("output,o", po::value(&out)->required(), "output GGUF file");
+    // clang-format on
     po::variables_map vm;
     if (!parse("synth", "-o FILE.gguf [options]", desc, args, vm)) return 0;
     set_verbosity(0);
-    if (arch != "llama") throw po::validation_error(po::validation_error::invalid_option_value, "arch", arch);
+    if (arch != "llama")
+        throw po::validation_error(po::validation_error::invalid_option_value, "arch", arch);
     spec.dtype = parse_type(type);
     spec.seed = static_cast<uint64_t>(seed);
     if (!vocab.empty()) spec.vocab_model = vocab;

@@ -12,8 +12,11 @@ namespace {
 class GraphBuilderTest : public ::testing::Test {
 protected:
     GraphBuilderTest()
-        : builder_(graph_, [this](std::string_view n) { return lookup(n); },
-                   [this](int32_t layer, int32_t which) { return layer == 0 ? &cache_[which] : nullptr; }) {
+        : builder_(
+              graph_, [this](std::string_view n) { return lookup(n); },
+              [this](int32_t layer, int32_t which) {
+                  return layer == 0 ? &cache_[which] : nullptr;
+              }) {
         const int64_t w[2] = {64, 32}, q4[2] = {64, 32}, norm[1] = {64}, cache[2] = {16, 16};
         weights_.emplace("w", make_tensor(DWELL_F32, 2, w));
         weights_.emplace("q4", make_tensor(DWELL_Q4_0, 2, q4));
@@ -57,7 +60,8 @@ TEST_F(GraphBuilderTest, RejectsMismatchedShapesWithTheOpNamed) {
         builder_.op(DWELL_OP_MATMUL, std::vector<int32_t>{builder_.weight("w"), bad});
         FAIL();
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("matmul: inner dimensions differ"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("matmul: inner dimensions differ"), std::string::npos)
+            << e.what();
     }
     EXPECT_THROW(builder_.op(DWELL_OP_ADD, std::vector<int32_t>{in, bad}), Error);
     EXPECT_THROW(builder_.op(DWELL_OP_ADD, std::vector<int32_t>{in, 999}), Error);
@@ -87,7 +91,8 @@ TEST_F(GraphBuilderTest, CBuilderReportsErrorsInsteadOfThrowing) {
     const dwell_graph_builder* c = builder_.c_builder();
     const int32_t inputs[2] = {12345, 0};
     EXPECT_EQ(c->op(c->self, DWELL_OP_ADD, inputs, 2, nullptr, 0, nullptr, 0), -1);
-    EXPECT_NE(std::string(c->last_error(c->self)).find("no tensor with id 12345"), std::string::npos);
+    EXPECT_NE(std::string(c->last_error(c->self)).find("no tensor with id 12345"),
+              std::string::npos);
     EXPECT_EQ(c->op(c->self, DWELL_OP_ADD, inputs, 9, nullptr, 0, nullptr, 0), -1);
     EXPECT_EQ(c->kv_cache(c->self, 3, 0), -1);
     EXPECT_GE(c->kv_cache(c->self, 0, 1), 0);
@@ -101,10 +106,12 @@ TEST_F(GraphBuilderTest, AttentionChecksGqaAndCacheWidth) {
     const int32_t kw = builder_.input("kw", DWELL_F32, kv_wrong);
     const int32_t pi = builder_.input("pos", DWELL_I32, pos);
     const int32_t kc = builder_.kv_cache(0, 0), vc = builder_.kv_cache(0, 1);
-    const int32_t out = builder_.op(DWELL_OP_ATTENTION, std::vector<int32_t>{qi, ki, vi, kc, vc, pi});
+    const int32_t out =
+        builder_.op(DWELL_OP_ATTENTION, std::vector<int32_t>{qi, ki, vi, kc, vc, pi});
     EXPECT_EQ(graph_.slots[out].tensor.ne[1], 4);
     // 4 heads over 3 kv heads is not a GQA grouping.
-    EXPECT_THROW(builder_.op(DWELL_OP_ATTENTION, std::vector<int32_t>{qi, kw, kw, kc, vc, pi}), Error);
+    EXPECT_THROW(builder_.op(DWELL_OP_ATTENTION, std::vector<int32_t>{qi, kw, kw, kc, vc, pi}),
+                 Error);
 }
 
 TEST_F(GraphBuilderTest, ActivationPlanReusesMemoryOfDeadTensors) {
@@ -127,8 +134,10 @@ TEST_F(GraphBuilderTest, ActivationPlanKeepsTensorsAliveThroughTheirViews) {
     const int32_t a = builder_.op(DWELL_OP_SILU, std::vector<int32_t>{in});
     const int64_t ne[3] = {16, 4, 4};
     const int32_t view = builder_.reshape(a, ne);
-    const int32_t b = builder_.op(DWELL_OP_GELU, std::vector<int32_t>{in});  // a still live via its view
-    const int32_t c = builder_.op(DWELL_OP_SCALE, std::vector<int32_t>{view}, {}, std::vector<float>{2.0f});
+    const int32_t b =
+        builder_.op(DWELL_OP_GELU, std::vector<int32_t>{in});  // a still live via its view
+    const int32_t c =
+        builder_.op(DWELL_OP_SCALE, std::vector<int32_t>{view}, {}, std::vector<float>{2.0f});
     const int64_t flat[2] = {64, 4};
     builder_.set_output(builder_.reshape(c, flat));
     const ActivationPlan plan = plan_activations(graph_);

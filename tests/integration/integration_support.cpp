@@ -17,12 +17,17 @@ namespace dwell::test {
 
 namespace fs = std::filesystem;
 
-fs::path test_plugin_dir() { return fs::path(DWELL_TEST_BIN_DIR) / ".." / "test-plugins"; }
-fs::path dwell_binary() { return fs::path(DWELL_TEST_BIN_DIR) / "dwell"; }
+fs::path test_plugin_dir() {
+    return fs::path(DWELL_TEST_BIN_DIR) / ".." / "test-plugins";
+}
+fs::path dwell_binary() {
+    return fs::path(DWELL_TEST_BIN_DIR) / "dwell";
+}
 
 TempDir::TempDir() {
     std::random_device rd;
-    path_ = fs::temp_directory_path() / ("dwell-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    path_ = fs::temp_directory_path() /
+            ("dwell-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
     fs::create_directories(path_);
 }
 
@@ -37,7 +42,8 @@ fs::path TempDir::write(const std::string& name, const std::string& content) con
     return p;
 }
 
-std::vector<int32_t> greedy_ids(Runtime& runtime, const fs::path& model_path, const std::string& prompt, int32_t n) {
+std::vector<int32_t> greedy_ids(Runtime& runtime, const fs::path& model_path,
+                                const std::string& prompt, int32_t n) {
     auto model = Model::load(runtime, model_path);
     Session session(runtime, model);
     SamplerParams sp;

@@ -29,8 +29,8 @@ private:
 };
 
 // Greedy continuation: prompt ids followed by up to n generated ids.
-std::vector<int32_t> greedy_ids(Runtime& runtime, const std::filesystem::path& model, const std::string& prompt,
-                                int32_t n);
+std::vector<int32_t> greedy_ids(Runtime& runtime, const std::filesystem::path& model,
+                                const std::string& prompt, int32_t n);
 
 struct CommandResult {
     int exit_code = -1;

@@ -60,7 +60,8 @@ fs::path small_model(const TempDir& dir) {
 
 TEST(PluginArchitecture, PluginsAreLoadedAtRunTimeNotLinked) {
     // libdwell and the dwell executable must not depend on any plugin.
-    for (const fs::path& bin : {fs::path(DWELL_TEST_BIN_DIR) / ".." / "lib" / "libdwell.so", dwell_binary()}) {
+    for (const fs::path& bin :
+         {fs::path(DWELL_TEST_BIN_DIR) / ".." / "lib" / "libdwell.so", dwell_binary()}) {
         ASSERT_TRUE(fs::exists(bin)) << bin;
         std::string needed;
         FILE* p = popen(("readelf -d '" + bin.string() + "' 2>&1").c_str(), "r");
@@ -74,7 +75,8 @@ TEST(PluginArchitecture, PluginsAreLoadedAtRunTimeNotLinked) {
     }
     const auto r = run_dwell({"devices"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const std::string plugin_dir = (fs::path(DWELL_TEST_BIN_DIR) / ".." / "lib" / "dwell").lexically_normal().string();
+    const std::string plugin_dir =
+        (fs::path(DWELL_TEST_BIN_DIR) / ".." / "lib" / "dwell").lexically_normal().string();
     EXPECT_NE(r.out.find(plugin_dir + "/libdwell-cpu.so"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(plugin_dir + "/libdwell-llama.so"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("ABI 1.0"), std::string::npos) << r.out;
@@ -126,7 +128,8 @@ plugin = "cpu"
 
 TEST(PluginArchitecture, MalformedManifestReportsFileLineColumn) {
     TempDir dir;
-    const auto manifest = dir.write("bad.toml", "[device]\nname = \"x\"\n[[backend]]\nplugin = cpu\n");
+    const auto manifest =
+        dir.write("bad.toml", "[device]\nname = \"x\"\n[[backend]]\nplugin = cpu\n");
     RuntimeOptions o;
     o.manifest = manifest;
     try {
@@ -171,9 +174,10 @@ TEST(PluginArchitecture, BadModelFilesFailWithOneLine) {
 TEST(PluginArchitecture, GraphSplitsAcrossBackendsWithIdenticalTokens) {
     TempDir dir;
     const auto model = small_model(dir);
-    const auto split_manifest = dir.write("split.toml", "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
-                                                            "\"]\n\n[[backend]]\nplugin = \"partial\"\n\n"
-                                                            "[[backend]]\nplugin = \"cpu\"\n");
+    const auto split_manifest =
+        dir.write("split.toml", "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
+                                    "\"]\n\n[[backend]]\nplugin = \"partial\"\n\n"
+                                    "[[backend]]\nplugin = \"cpu\"\n");
     Runtime cpu_only;
     const auto expected = greedy_ids(cpu_only, model, "the dog", 12);
 
@@ -188,7 +192,8 @@ TEST(PluginArchitecture, GraphSplitsAcrossBackendsWithIdenticalTokens) {
     Session session(split, m);
     session.decode(m->tokenizer().encode("the dog", true));
     const std::string& summary = session.placement_summary();
-    EXPECT_NE(summary.find("partial/adder0: 4 nodes"), std::string::npos) << summary;  // 2 adds per layer
+    EXPECT_NE(summary.find("partial/adder0: 4 nodes"), std::string::npos)
+        << summary;  // 2 adds per layer
     EXPECT_NE(summary.find("cpu/cpu0"), std::string::npos) << summary;
     EXPECT_NE(summary.find("declined by partial/adder0"), std::string::npos) << summary;
 

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
 #include "dwell/core/model.hpp"
 #include "dwell/core/session.hpp"
+#include "dwell/core/tokenizer.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 
@@ -41,7 +43,8 @@ Reference load_reference(const std::filesystem::path& md) {
     const std::string text = ss.str();
     Reference ref;
     const std::regex heading(R"re(## "([^"]+)" )re");
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), heading); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), heading);
+         it != std::sregex_iterator(); ++it) {
         ReferenceCase c;
         c.prompt = (*it)[1];
         const size_t from = static_cast<size_t>(it->position());
@@ -52,7 +55,8 @@ Reference load_reference(const std::filesystem::path& md) {
         const size_t line = text.find('\n', top) + 1;
         const std::string pairs = text.substr(line, text.find('\n', line) - line);
         const std::regex pair(R"((\d+):(-?[0-9.]+))");
-        for (auto p = std::sregex_iterator(pairs.begin(), pairs.end(), pair); p != std::sregex_iterator(); ++p) {
+        for (auto p = std::sregex_iterator(pairs.begin(), pairs.end(), pair);
+             p != std::sregex_iterator(); ++p) {
             c.top5.emplace_back(std::stoi((*p)[1]), std::stof((*p)[2]));
         }
         ref.cases.push_back(c);
@@ -61,7 +65,8 @@ Reference load_reference(const std::filesystem::path& md) {
     const size_t fence = text.find("```", empty);
     const size_t body = text.find('\n', fence) + 1;
     ref.bos_only_text = text.substr(body, text.find("```", body) - body);
-    while (!ref.bos_only_text.empty() && ref.bos_only_text.back() == '\n') ref.bos_only_text.pop_back();
+    while (!ref.bos_only_text.empty() && ref.bos_only_text.back() == '\n')
+        ref.bos_only_text.pop_back();
     return ref;
 }
 
@@ -94,10 +99,11 @@ TEST_F(Stories260K, GreedyContinuationsMatchLlamaCpp) {
 TEST_F(Stories260K, NextTokenLogitsMatchLlamaCpp) {
     Runtime runtime;
     auto model = Model::load(runtime, model_path_);
-    // The reference prints 4 decimals. With exact (F32) keys and values dwell
-    // stays within 2e-3 of it; with the default F16 cache both sides round
-    // keys and values, at different points, which costs up to ~4e-4 relative.
-    for (const auto& [kv, tolerance] : {std::pair{DWELL_F32, 2e-3}, std::pair{DWELL_F16, 5e-3}}) {
+    // The reference prints 4 decimals and was made with exact (F32) keys and
+    // values: dwell in that mode agrees to the last digit. An F16 cache
+    // rounds keys, values, queries and attention weights, as llama.cpp's F16
+    // path does, at a cost of up to ~1e-3 relative.
+    for (const auto& [kv, tolerance] : {std::pair{DWELL_F32, 1e-4}, std::pair{DWELL_F16, 1e-2}}) {
         for (const auto& c : ref_.cases) {
             SessionOptions so;
             so.kv_dtype = kv;
@@ -105,11 +111,34 @@ TEST_F(Stories260K, NextTokenLogitsMatchLlamaCpp) {
             const auto logits = session.decode(model->tokenizer().encode(c.prompt, true));
             ASSERT_EQ(logits.size(), 512u);
             for (const auto& [id, value] : c.top5) {
-                EXPECT_NEAR(logits[id], value, tolerance)
+                EXPECT_NEAR(logits[id], value, tolerance + 5e-5)  // + half the printed precision
                     << "prompt '" << c.prompt << "', token " << id << ", KV " << dwell_dtype_name(kv);
             }
         }
     }
+}
+
+TEST_F(Stories260K, NearTiesAndByteFallbackPromptsMatchLlamaCpp) {
+    // Continuations recorded from llama.cpp (see tests/integration/data/README.md).
+    std::ifstream in(std::filesystem::path(DWELL_TEST_SOURCE_DIR) / "tests/integration/data/stories260k_llamacpp_greedy.jsonl");
+    ASSERT_TRUE(in) << "reference data missing";
+    Runtime runtime;
+    auto model = Model::load(runtime, model_path_);
+    int checked = 0;
+    for (std::string line; std::getline(in, line);) {
+        const auto j = nlohmann::json::parse(line);
+        const std::string prompt = j.at("prompt");
+        const std::vector<int32_t> prompt_ids = model->tokenizer().encode(prompt, true);
+        const auto ids = greedy_ids(runtime, model_path_, prompt, j.at("n_predict").get<int32_t>());
+        const std::vector<int32_t> generated(ids.begin() + static_cast<std::ptrdiff_t>(prompt_ids.size()), ids.end());
+        StreamDecoder stream(model->tokenizer(), /*strip_leading_space=*/false);
+        std::string text;
+        for (int32_t t : generated) text += stream.push(t);
+        text += stream.finish();
+        EXPECT_EQ(text, j.at("continuation").get<std::string>()) << "prompt: " << prompt;
+        ++checked;
+    }
+    EXPECT_GE(checked, 10);
 }
 
 TEST_F(Stories260K, TwoHundredTokensFromBosMatchLlamaCpp) {
@@ -123,7 +152,8 @@ TEST_F(Stories260K, TwoHundredTokensFromBosMatchLlamaCpp) {
 
 TEST_F(Stories260K, CliStreamsTheSameText) {
     const auto& c = ref_.cases.front();
-    const auto r = run_dwell({"run", "-m", model_path_.string(), "-p", c.prompt, "-n", "32", "--temp", "0"});
+    const auto r =
+        run_dwell({"run", "-m", model_path_.string(), "-p", c.prompt, "-n", "32", "--temp", "0"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     Runtime runtime;
     auto model = Model::load(runtime, model_path_);

@@ -64,7 +64,8 @@ void rope(Vec& x, int64_t n_heads, int64_t hd, int32_t pos, double base) {
 }
 
 // Logits after each token of `tokens`, computed from scratch.
-std::vector<Vec> reference_forward(const GgufFile& f, const SyntheticLlamaSpec& s, const std::vector<int32_t>& tokens) {
+std::vector<Vec> reference_forward(const GgufFile& f, const SyntheticLlamaSpec& s,
+                                   const std::vector<int32_t>& tokens) {
     const int64_t hd = s.n_embd / s.n_head, group = s.n_head / s.n_head_kv;
     const Matrix emb = load_matrix(f, "token_embd.weight");
     const Matrix out = load_matrix(f, s.tied_output ? "token_embd.weight" : "output.weight");
@@ -105,14 +106,16 @@ std::vector<Vec> reference_forward(const GgufFile& f, const SyntheticLlamaSpec& 
                 double mx = -1e300;
                 for (size_t t = 0; t < L.keys.size(); ++t) {
                     double d = 0;
-                    for (int64_t i = 0; i < hd; ++i) d += q[head * hd + i] * L.keys[t][kvh * hd + i];
+                    for (int64_t i = 0; i < hd; ++i)
+                        d += q[head * hd + i] * L.keys[t][kvh * hd + i];
                     score[t] = d / std::sqrt(static_cast<double>(hd));
                     mx = std::max(mx, score[t]);
                 }
                 double sum = 0;
                 for (double& sc : score) sum += (sc = std::exp(sc - mx));
                 for (size_t t = 0; t < L.keys.size(); ++t) {
-                    for (int64_t i = 0; i < hd; ++i) attn[head * hd + i] += score[t] / sum * L.values[t][kvh * hd + i];
+                    for (int64_t i = 0; i < hd; ++i)
+                        attn[head * hd + i] += score[t] / sum * L.values[t][kvh * hd + i];
                 }
             }
             const Vec o = matvec(L.o, attn);
@@ -159,7 +162,8 @@ TEST_P(SyntheticModel, LogitsMatchDoublePrecisionReference) {
     SessionOptions so;
     so.kv_dtype = DWELL_F32;  // the reference keeps exact keys and values
     Session session(runtime, model, so);
-    const std::vector<int32_t> prompt = model->tokenizer().encode("the big dog ran to the park", true);
+    const std::vector<int32_t> prompt =
+        model->tokenizer().encode("the big dog ran to the park", true);
     ASSERT_GE(prompt.size(), 5u);
     std::vector<int32_t> all = prompt;
     for (int32_t t : {300, 17, 421}) all.push_back(t);
@@ -175,15 +179,17 @@ TEST_P(SyntheticModel, LogitsMatchDoublePrecisionReference) {
     };
     const auto prompt_logits = session.decode(prompt, /*all_logits=*/true);
     ASSERT_EQ(prompt_logits.size(), prompt.size() * n_vocab);
-    for (size_t p = 0; p < prompt.size(); ++p) compare(prompt_logits.subspan(p * n_vocab, n_vocab), p);
+    for (size_t p = 0; p < prompt.size(); ++p)
+        compare(prompt_logits.subspan(p * n_vocab, n_vocab), p);
     for (size_t p = prompt.size(); p < all.size(); ++p) {
         compare(session.decode(std::span<const int32_t>(&all[p], 1)), p);
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(WeightTypes, SyntheticModel,
-                         ::testing::Values(Case{DWELL_F32, false}, Case{DWELL_F16, false}, Case{DWELL_Q8_0, false},
-                                           Case{DWELL_Q4_0, false}, Case{DWELL_Q4_0, true}),
+                         ::testing::Values(Case{DWELL_F32, false}, Case{DWELL_F16, false},
+                                           Case{DWELL_Q8_0, false}, Case{DWELL_Q4_0, false},
+                                           Case{DWELL_Q4_0, true}),
                          [](const auto& info) {
                              return std::string(dwell_dtype_name(info.param.dtype)) +
                                     (info.param.tied ? "_tied" : "_untied");

@@ -17,8 +17,8 @@ std::filesystem::path model_path(const std::string& file);
 
 }  // namespace dwell::test
 
-#define DWELL_REQUIRE_MODEL(var, file)                                                   \
-    const std::filesystem::path var = ::dwell::test::model_path(file);                   \
+#define DWELL_REQUIRE_MODEL(var, file)                                                    \
+    const std::filesystem::path var = ::dwell::test::model_path(file);                    \
     if (var.empty())                                                                      \
     GTEST_SKIP() << "model " << (file) << " not found in " << ::dwell::test::models_dir() \
                  << " (set DWELL_MODELS_DIR or -DDWELL_MODELS_DIR=...)"

@@ -131,6 +131,8 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
     }
 
     const bool round_q = kc.dtype == DWELL_F16;
+    // Likewise the softmax weights meet an F16 value cache as fp16.
+    const bool round_p = vc.dtype == DWELL_F16;
     pool.parallel_for(n_tokens * n_head, [&](int64_t begin, int64_t end) {
         std::vector<float> qv(static_cast<size_t>(hd));
         std::vector<float> acc(static_cast<size_t>(hd));
@@ -159,7 +161,9 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
             std::fill(acc.begin(), acc.end(), 0.0f);
             for (int64_t j = 0; j < n_keys; ++j) {
                 const unsigned char* vrow = row_at(vc, j) + kv_off * vc_elem;
-                const float p = scores[static_cast<size_t>(j)];
+                const float p =
+                    round_p ? dwell_fp16_to_fp32(dwell_fp32_to_fp16(scores[static_cast<size_t>(j)]))
+                            : scores[static_cast<size_t>(j)];
                 for (int64_t d = 0; d < hd; ++d) {
                     acc[static_cast<size_t>(d)] += p * cache_at(vc.dtype, vrow, d);
                 }

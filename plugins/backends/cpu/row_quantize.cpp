@@ -4,20 +4,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "dwell/quant.h"
+
 namespace dwell::cpu {
-
-namespace {
-
-// round() like ggml; |v| <= 127 up to rounding for finite input, and the
-// clamp keeps NaN/inf away from an undefined float -> int conversion.
-int8_t round_to_q8(float v) {
-    const float r = std::round(v);
-    if (!(r > -127.0f)) return r == r ? -127 : 0;
-    if (r >= 127.0f) return 127;
-    return static_cast<int8_t>(r);
-}
-
-}  // namespace
 
 uint16_t fp32_to_bf16(float f) {
     uint32_t u;
@@ -29,56 +18,13 @@ uint16_t fp32_to_bf16(float f) {
     return static_cast<uint16_t>((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
 
+// The block formats are defined once, by the SDK's reference encoders.
 void quantize_row_q8_0(const float* x, void* out, int64_t n) {
-    auto* dst = static_cast<unsigned char*>(out);
-    for (int64_t b = 0; b < n / DWELL_QK8_0; ++b) {
-        const float* xb = x + b * DWELL_QK8_0;
-        float amax = 0.0f;
-        for (int j = 0; j < DWELL_QK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        dwell_block_q8_0 block;
-        block.d = dwell_fp32_to_fp16(d);
-        for (int j = 0; j < DWELL_QK8_0; ++j) {
-            block.qs[j] = round_to_q8(xb[j] * id);
-        }
-        memcpy(dst + b * sizeof block, &block, sizeof block);
-    }
+    dwell_quantize_row_q8_0(x, static_cast<dwell_block_q8_0*>(out), n);
 }
 
 void quantize_row_q4_0(const float* x, void* out, int64_t n) {
-    auto* dst = static_cast<unsigned char*>(out);
-    constexpr int kHalf = DWELL_QK4_0 / 2;
-    for (int64_t b = 0; b < n / DWELL_QK4_0; ++b) {
-        const float* xb = x + b * DWELL_QK4_0;
-        float amax = 0.0f;
-        float max = 0.0f;
-        for (int j = 0; j < DWELL_QK4_0; ++j) {
-            if (amax < std::fabs(xb[j])) {
-                amax = std::fabs(xb[j]);
-                max = xb[j];
-            }
-        }
-        const float d = max / -8.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        // ggml truncates x/d + 8.5 to int8 and caps at 15; for in-range
-        // values that equals clamping to [0, 15] first, which also keeps
-        // non-finite inputs away from an undefined conversion.
-        auto nibble = [](float v) -> unsigned {
-            const float s = v + 8.5f;
-            if (!(s > 0.0f)) return 0;
-            if (s >= 15.0f) return 15;
-            return static_cast<unsigned>(s);
-        };
-        dwell_block_q4_0 block;
-        block.d = dwell_fp32_to_fp16(d);
-        for (int j = 0; j < kHalf; ++j) {
-            const unsigned lo = nibble(xb[j] * id);
-            const unsigned hi = nibble(xb[j + kHalf] * id);
-            block.qs[j] = static_cast<uint8_t>(lo | (hi << 4));
-        }
-        memcpy(dst + b * sizeof block, &block, sizeof block);
-    }
+    dwell_quantize_row_q4_0(x, static_cast<dwell_block_q4_0*>(out), n);
 }
 
 bool is_storable_dtype(dwell_dtype t) {

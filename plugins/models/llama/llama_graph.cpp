@@ -27,18 +27,23 @@ public:
     int32_t input(const char* name, int64_t n) const {
         return check(b_.input(b_.self, name, DWELL_I32, 1, &n), std::string("input ") + name);
     }
-    int32_t weight(const std::string& name) const { return check(b_.weight(b_.self, name.c_str()), "weight " + name); }
-    int32_t op(dwell_op op, std::initializer_list<int32_t> in, std::initializer_list<int32_t> ip = {},
-               std::initializer_list<float> fp = {}) const {
-        return check(b_.op(b_.self, op, in.begin(), static_cast<int32_t>(in.size()), ip.begin(),
-                           static_cast<int32_t>(ip.size()), fp.begin(), static_cast<int32_t>(fp.size())),
-                     dwell_op_name(op));
+    int32_t weight(const std::string& name) const {
+        return check(b_.weight(b_.self, name.c_str()), "weight " + name);
+    }
+    int32_t op(dwell_op op, std::initializer_list<int32_t> in,
+               std::initializer_list<int32_t> ip = {}, std::initializer_list<float> fp = {}) const {
+        return check(
+            b_.op(b_.self, op, in.begin(), static_cast<int32_t>(in.size()), ip.begin(),
+                  static_cast<int32_t>(ip.size()), fp.begin(), static_cast<int32_t>(fp.size())),
+            dwell_op_name(op));
     }
     int32_t reshape(int32_t t, std::initializer_list<int64_t> ne) const {
-        return check(b_.reshape(b_.self, t, static_cast<int32_t>(ne.size()), ne.begin()), "reshape");
+        return check(b_.reshape(b_.self, t, static_cast<int32_t>(ne.size()), ne.begin()),
+                     "reshape");
     }
     int32_t kv(int32_t layer, int32_t which) const {
-        return check(b_.kv_cache(b_.self, layer, which), "kv cache of layer " + std::to_string(layer));
+        return check(b_.kv_cache(b_.self, layer, which),
+                     "kv cache of layer " + std::to_string(layer));
     }
     void layer(int32_t l) const { b_.set_layer(b_.self, l); }
     void output(int32_t t) const {
@@ -74,7 +79,8 @@ void build_forward(const HParams& h, const dwell_graph_builder& gb, const dwell_
     const Builder b(gb);
     const int64_t T = batch.n_tokens;
     const int64_t R = batch.n_outputs;
-    if (T <= 0 || R <= 0 || R > T) throw std::runtime_error("batch needs 1 <= n_outputs <= n_tokens");
+    if (T <= 0 || R <= 0 || R > T)
+        throw std::runtime_error("batch needs 1 <= n_outputs <= n_tokens");
     const int64_t q_width = h.head_dim * h.n_head;
     const float attn_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
 
@@ -95,10 +101,13 @@ void build_forward(const HParams& h, const dwell_graph_builder& gb, const dwell_
         q = b.reshape(q, {h.head_dim, h.n_head, T});
         k = b.reshape(k, {h.head_dim, h.n_head_kv, T});
         v = b.reshape(v, {h.head_dim, h.n_head_kv, T});
-        q = b.op(DWELL_OP_ROPE, {q, positions}, {DWELL_ROPE_NORM, h.n_rot}, {h.rope_freq_base, h.rope_freq_scale});
-        k = b.op(DWELL_OP_ROPE, {k, positions}, {DWELL_ROPE_NORM, h.n_rot}, {h.rope_freq_base, h.rope_freq_scale});
+        q = b.op(DWELL_OP_ROPE, {q, positions}, {DWELL_ROPE_NORM, h.n_rot},
+                 {h.rope_freq_base, h.rope_freq_scale});
+        k = b.op(DWELL_OP_ROPE, {k, positions}, {DWELL_ROPE_NORM, h.n_rot},
+                 {h.rope_freq_base, h.rope_freq_scale});
 
-        int32_t attn = b.op(DWELL_OP_ATTENTION, {q, k, v, b.kv(l, 0), b.kv(l, 1), positions}, {}, {attn_scale});
+        int32_t attn = b.op(DWELL_OP_ATTENTION, {q, k, v, b.kv(l, 0), b.kv(l, 1), positions}, {},
+                            {attn_scale});
         attn = b.reshape(attn, {q_width, T});
         attn = b.op(DWELL_OP_MATMUL, {b.weight(blk(l, "attn_output")), attn});
         x = b.op(DWELL_OP_ADD, {x, attn});

@@ -20,8 +20,8 @@ float get_float(const dwell_metadata& m, const std::string& key, float fallback)
 
 void check_range(const std::string& key, int64_t v, int64_t lo, int64_t hi) {
     if (v < lo || v > hi) {
-        throw std::runtime_error("metadata key " + key + " = " + std::to_string(v) + " is outside " +
-                                 std::to_string(lo) + ".." + std::to_string(hi));
+        throw std::runtime_error("metadata key " + key + " = " + std::to_string(v) +
+                                 " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
     }
 }
 
@@ -51,16 +51,20 @@ HParams read_hparams(const dwell_metadata& m) {
     check_range(p + "context_length", h.n_ctx_train, 1, int64_t{1} << 24);
     if (h.n_head % h.n_head_kv != 0) {
         throw std::runtime_error(p + "attention.head_count (" + std::to_string(h.n_head) +
-                                 ") is not a multiple of head_count_kv (" + std::to_string(h.n_head_kv) + ")");
+                                 ") is not a multiple of head_count_kv (" +
+                                 std::to_string(h.n_head_kv) + ")");
     }
     h.head_dim = get_int(m, p + "attention.key_length", h.n_embd / h.n_head, false);
-    if (h.head_dim * h.n_head != h.n_embd && !m.get_int(m.self, (p + "attention.key_length").c_str(), nullptr)) {
+    if (h.head_dim * h.n_head != h.n_embd &&
+        !m.get_int(m.self, (p + "attention.key_length").c_str(), nullptr)) {
         throw std::runtime_error(p + "embedding_length (" + std::to_string(h.n_embd) +
-                                 ") is not a multiple of attention.head_count (" + std::to_string(h.n_head) + ")");
+                                 ") is not a multiple of attention.head_count (" +
+                                 std::to_string(h.n_head) + ")");
     }
     const int64_t value_length = get_int(m, p + "attention.value_length", h.head_dim, false);
     if (value_length != h.head_dim) {
-        throw std::runtime_error(p + "attention.value_length differs from key_length, which llama models do not do");
+        throw std::runtime_error(
+            p + "attention.value_length differs from key_length, which llama models do not do");
     }
     h.n_rot = static_cast<int32_t>(get_int(m, p + "rope.dimension_count", h.head_dim, false));
     check_range(p + "rope.dimension_count", h.n_rot, 2, h.head_dim);
@@ -77,7 +81,8 @@ HParams read_hparams(const dwell_metadata& m) {
     if (scaling_type == "linear" && factor > 0) {
         h.rope_freq_scale = 1.0f / factor;
     } else if (!scaling_type.empty() && scaling_type != "none" && scaling_type != "linear") {
-        throw std::runtime_error(p + "rope.scaling.type '" + scaling_type + "' is not supported yet (linear and none are)");
+        throw std::runtime_error(p + "rope.scaling.type '" + scaling_type +
+                                 "' is not supported yet (linear and none are)");
     }
     if (!(h.rope_freq_base > 0)) throw std::runtime_error(p + "rope.freq_base must be positive");
 

@@ -39,8 +39,8 @@ dwell_status guarded(dwell_model* m, F&& f) {
     }
 }
 
-dwell_status create(const dwell_metadata* meta, const dwell_host_services*, dwell_model** out, char* error,
-                    size_t error_size) {
+dwell_status create(const dwell_metadata* meta, const dwell_host_services*, dwell_model** out,
+                    char* error, size_t error_size) {
     if (!meta || !out) {
         write_error(error, error_size, "create: null argument");
         return DWELL_ERR_INVALID_ARGUMENT;
@@ -56,9 +56,13 @@ dwell_status create(const dwell_metadata* meta, const dwell_host_services*, dwel
     }
 }
 
-void destroy(dwell_model* model) { std::unique_ptr<dwell_model> owned(model); }
+void destroy(dwell_model* model) {
+    std::unique_ptr<dwell_model> owned(model);
+}
 
-const char* last_error(dwell_model* model) { return model ? model->last_error.c_str() : ""; }
+const char* last_error(dwell_model* model) {
+    return model ? model->last_error.c_str() : "";
+}
 
 dwell_status get_info(dwell_model* model, dwell_model_info* info) {
     return guarded(model, [&] {
@@ -70,7 +74,8 @@ dwell_status get_info(dwell_model* model, dwell_model_info* info) {
     });
 }
 
-dwell_status declare_tensors(dwell_model* model, void (*declare)(void*, const dwell_tensor_decl*), void* user) {
+dwell_status declare_tensors(dwell_model* model, void (*declare)(void*, const dwell_tensor_decl*),
+                             void* user) {
     return guarded(model, [&] {
         for (const auto& t : dwell::llama::tensor_list(model->hparams)) {
             dwell_tensor_decl d{};
@@ -84,20 +89,30 @@ dwell_status declare_tensors(dwell_model* model, void (*declare)(void*, const dw
     });
 }
 
-dwell_status build_graph(dwell_model* model, const dwell_graph_builder* builder, const dwell_batch* batch) {
+dwell_status build_graph(dwell_model* model, const dwell_graph_builder* builder,
+                         const dwell_batch* batch) {
     if (!model || !builder || !batch) return DWELL_ERR_INVALID_ARGUMENT;
     return guarded(model, [&] { dwell::llama::build_forward(model->hparams, *builder, *batch); });
 }
 
 const dwell_model_plugin kModelPlugin = {
-    sizeof(dwell_model_plugin), kArchitectures, 1, create, destroy, last_error, get_info, declare_tensors, build_graph,
+    sizeof(dwell_model_plugin),
+    kArchitectures,
+    1,
+    create,
+    destroy,
+    last_error,
+    get_info,
+    declare_tensors,
+    build_graph,
 };
 
 }  // namespace
 
 extern "C" DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host,
                                                                dwell_plugin_info* info) {
-    if (!info || info->struct_size < offsetof(dwell_plugin_info, kind)) return DWELL_ERR_INVALID_ARGUMENT;
+    if (!info || info->struct_size < offsetof(dwell_plugin_info, kind))
+        return DWELL_ERR_INVALID_ARGUMENT;
     dwell_plugin_info mine{};
     mine.struct_size = sizeof(mine);
     mine.abi_major = DWELL_ABI_MAJOR;  // reported even on refusal, so the host can name it

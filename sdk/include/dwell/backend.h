@@ -40,9 +40,9 @@ typedef enum dwell_device_kind {
 } dwell_device_kind;
 
 typedef enum dwell_buffer_kind {
-    DWELL_BUFFER_HOST = 1,    /* plain host memory: the backend reads `data` */
-    DWELL_BUFFER_DEVICE = 2,  /* device memory, copied in and out */
-    DWELL_BUFFER_DMABUF = 3   /* importable file-descriptor memory */
+    DWELL_BUFFER_HOST = 1,   /* plain host memory: the backend reads `data` */
+    DWELL_BUFFER_DEVICE = 2, /* device memory, copied in and out */
+    DWELL_BUFFER_DMABUF = 3  /* importable file-descriptor memory */
 } dwell_buffer_kind;
 
 typedef struct dwell_device_info {
@@ -55,8 +55,8 @@ typedef struct dwell_device_info {
     const char* hardware_id;
     uint64_t memory_total; /* bytes, 0 if unknown */
     uint64_t memory_free;
-    dwell_buffer_kind buffer_kind; /* the memory the device computes on */
-    int32_t available;             /* 0 when the device cannot be used ... */
+    dwell_buffer_kind buffer_kind;  /* the memory the device computes on */
+    int32_t available;              /* 0 when the device cannot be used ... */
     const char* unavailable_reason; /* ... and why */
 } dwell_device_info;
 

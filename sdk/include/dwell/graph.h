@@ -108,9 +108,9 @@ typedef struct dwell_graph {
 
 static inline const char* dwell_op_name(dwell_op op) {
     static const char* const names[DWELL_OP_COUNT] = {
-        "none",   "get_rows", "matmul",  "add",  "mul",    "scale",         "rms_norm",
-        "layer_norm", "rope", "attention", "silu", "gelu", "swiglu", "softmax", "topk",
-        "gather", "expert_matmul", "moe_combine", "cpy"};
+        "none",       "get_rows", "matmul",        "add",         "mul",  "scale",  "rms_norm",
+        "layer_norm", "rope",     "attention",     "silu",        "gelu", "swiglu", "softmax",
+        "topk",       "gather",   "expert_matmul", "moe_combine", "cpy"};
     return (op >= 0 && op < DWELL_OP_COUNT) ? names[op] : "unknown";
 }
 

@@ -69,8 +69,8 @@ typedef struct dwell_tensor_decl {
 
 typedef struct dwell_batch {
     uint32_t struct_size;
-    int32_t n_tokens;   /* tokens in this step */
-    int32_t n_outputs;  /* rows of logits wanted */
+    int32_t n_tokens;  /* tokens in this step */
+    int32_t n_outputs; /* rows of logits wanted */
 } dwell_batch;
 
 /* The host's graph builder. Every function returns a tensor id >= 0, or -1

@@ -82,7 +82,7 @@ typedef struct dwell_plugin_info {
     dwell_plugin_kind kind;
     const struct dwell_backend_plugin* backend; /* when kind == BACKEND */
     const struct dwell_model_plugin* model;     /* when kind == MODEL */
-    const char* error; /* why the query failed, when it did */
+    const char* error;                          /* why the query failed, when it did */
 } dwell_plugin_info;
 
 /* Copies a plugin's complete description into the host's struct, writing no
@@ -91,7 +91,9 @@ typedef struct dwell_plugin_info {
 static inline void dwell_plugin_info_copy(dwell_plugin_info* dst, const dwell_plugin_info* src) {
     uint32_t n = dst->struct_size < sizeof(*src) ? dst->struct_size : (uint32_t)sizeof(*src);
     uint32_t keep = dst->struct_size;
-    if (n > sizeof(uint32_t)) memcpy((char*)dst + sizeof(uint32_t), (const char*)src + sizeof(uint32_t), n - sizeof(uint32_t));
+    if (n > sizeof(uint32_t))
+        memcpy((char*)dst + sizeof(uint32_t), (const char*)src + sizeof(uint32_t),
+               n - sizeof(uint32_t));
     dst->struct_size = keep;
 }
 

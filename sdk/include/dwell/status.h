@@ -29,17 +29,28 @@ enum {
 
 static inline const char* dwell_status_name(dwell_status s) {
     switch (s) {
-        case DWELL_OK: return "ok";
-        case DWELL_ERR_INVALID_ARGUMENT: return "invalid argument";
-        case DWELL_ERR_UNSUPPORTED: return "unsupported";
-        case DWELL_ERR_UNAVAILABLE: return "unavailable";
-        case DWELL_ERR_ABI_MISMATCH: return "ABI mismatch";
-        case DWELL_ERR_OUT_OF_MEMORY: return "out of memory";
-        case DWELL_ERR_IO: return "I/O error";
-        case DWELL_ERR_CORRUPT: return "corrupt data";
-        case DWELL_ERR_CANCELLED: return "cancelled";
-        case DWELL_ERR_TIMEOUT: return "timeout";
-        default: return "internal error";
+        case DWELL_OK:
+            return "ok";
+        case DWELL_ERR_INVALID_ARGUMENT:
+            return "invalid argument";
+        case DWELL_ERR_UNSUPPORTED:
+            return "unsupported";
+        case DWELL_ERR_UNAVAILABLE:
+            return "unavailable";
+        case DWELL_ERR_ABI_MISMATCH:
+            return "ABI mismatch";
+        case DWELL_ERR_OUT_OF_MEMORY:
+            return "out of memory";
+        case DWELL_ERR_IO:
+            return "I/O error";
+        case DWELL_ERR_CORRUPT:
+            return "corrupt data";
+        case DWELL_ERR_CANCELLED:
+            return "cancelled";
+        case DWELL_ERR_TIMEOUT:
+            return "timeout";
+        default:
+            return "internal error";
     }
 }
 

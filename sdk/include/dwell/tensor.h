@@ -54,39 +54,65 @@ typedef struct dwell_block_q4_0 {
  * does not describe yet. */
 static inline int64_t dwell_dtype_block_elems(dwell_dtype t) {
     switch (t) {
-        case DWELL_F32: case DWELL_F16: case DWELL_BF16: case DWELL_I32:
-        case DWELL_FP8_E4M3: return 1;
-        case DWELL_Q8_0: return DWELL_QK8_0;
-        case DWELL_Q4_0: return DWELL_QK4_0;
-        default: return 0;
+        case DWELL_F32:
+        case DWELL_F16:
+        case DWELL_BF16:
+        case DWELL_I32:
+        case DWELL_FP8_E4M3:
+            return 1;
+        case DWELL_Q8_0:
+            return DWELL_QK8_0;
+        case DWELL_Q4_0:
+            return DWELL_QK4_0;
+        default:
+            return 0;
     }
 }
 
 /* Bytes per block; 0 when unknown. */
 static inline size_t dwell_dtype_block_bytes(dwell_dtype t) {
     switch (t) {
-        case DWELL_F32: case DWELL_I32: return 4;
-        case DWELL_F16: case DWELL_BF16: return 2;
-        case DWELL_FP8_E4M3: return 1;
-        case DWELL_Q8_0: return sizeof(dwell_block_q8_0);
-        case DWELL_Q4_0: return sizeof(dwell_block_q4_0);
-        default: return 0;
+        case DWELL_F32:
+        case DWELL_I32:
+            return 4;
+        case DWELL_F16:
+        case DWELL_BF16:
+            return 2;
+        case DWELL_FP8_E4M3:
+            return 1;
+        case DWELL_Q8_0:
+            return sizeof(dwell_block_q8_0);
+        case DWELL_Q4_0:
+            return sizeof(dwell_block_q4_0);
+        default:
+            return 0;
     }
 }
 
 static inline const char* dwell_dtype_name(dwell_dtype t) {
     switch (t) {
-        case DWELL_F32: return "f32";
-        case DWELL_F16: return "f16";
-        case DWELL_BF16: return "bf16";
-        case DWELL_Q8_0: return "q8_0";
-        case DWELL_Q4_0: return "q4_0";
-        case DWELL_Q4_K: return "q4_k";
-        case DWELL_Q6_K: return "q6_k";
-        case DWELL_I4_G: return "i4_g";
-        case DWELL_FP8_E4M3: return "fp8_e4m3";
-        case DWELL_I32: return "i32";
-        default: return "unknown";
+        case DWELL_F32:
+            return "f32";
+        case DWELL_F16:
+            return "f16";
+        case DWELL_BF16:
+            return "bf16";
+        case DWELL_Q8_0:
+            return "q8_0";
+        case DWELL_Q4_0:
+            return "q4_0";
+        case DWELL_Q4_K:
+            return "q4_k";
+        case DWELL_Q6_K:
+            return "q6_k";
+        case DWELL_I4_G:
+            return "i4_g";
+        case DWELL_FP8_E4M3:
+            return "fp8_e4m3";
+        case DWELL_I32:
+            return "i32";
+        default:
+            return "unknown";
     }
 }
 
@@ -110,7 +136,10 @@ static inline float dwell_fp16_to_fp32(uint16_t h) {
             bits = sign;
         } else { /* subnormal: renormalise */
             int e = -1;
-            do { man <<= 1; ++e; } while ((man & 0x400u) == 0);
+            do {
+                man <<= 1;
+                ++e;
+            } while ((man & 0x400u) == 0);
             bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
         }
     } else if (exp == 0x1f) {

@@ -4,7 +4,8 @@
 
 #include "dwell/plugin.h"
 
-DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host, dwell_plugin_info* info) {
+DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host,
+                                                    dwell_plugin_info* info) {
     (void)host;
     dwell_plugin_info mine;
     memset(&mine, 0, sizeof mine);

@@ -47,8 +47,9 @@ static const char* last_error(void* self) {
     return g_error;
 }
 
-static dwell_status context_create(void* self, uint32_t device, const dwell_option* options, size_t n_options,
-                                   const dwell_host_services* host, dwell_backend_context** out) {
+static dwell_status context_create(void* self, uint32_t device, const dwell_option* options,
+                                   size_t n_options, const dwell_host_services* host,
+                                   dwell_backend_context** out) {
     (void)self;
     (void)device;
     (void)options;
@@ -58,9 +59,13 @@ static dwell_status context_create(void* self, uint32_t device, const dwell_opti
     return *out ? DWELL_OK : DWELL_ERR_OUT_OF_MEMORY;
 }
 
-static void context_destroy(dwell_backend_context* ctx) { free(ctx); }
+static void context_destroy(dwell_backend_context* ctx) {
+    free(ctx);
+}
 
-static const char* context_last_error(dwell_backend_context* ctx) { return ctx->error; }
+static const char* context_last_error(dwell_backend_context* ctx) {
+    return ctx->error;
+}
 
 static int same_shape_f32(const dwell_tensor* a, const dwell_tensor* b) {
     if (a->dtype != DWELL_F32 || b->dtype != DWELL_F32) return 0;
@@ -77,10 +82,12 @@ static int32_t supports_op(dwell_backend_context* ctx, const dwell_graph* g, int
     return same_shape_f32(&g->tensors[n->inputs[0]], &g->tensors[n->inputs[1]]);
 }
 
-static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* g, const int32_t* ids, size_t n_ids) {
+static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* g,
+                                  const int32_t* ids, size_t n_ids) {
     for (size_t i = 0; i < n_ids; ++i) {
         if (!supports_op(ctx, g, ids[i])) {
-            snprintf(ctx->error, sizeof ctx->error, "node %d is not an add of equal f32 shapes", ids[i]);
+            snprintf(ctx->error, sizeof ctx->error, "node %d is not an add of equal f32 shapes",
+                     ids[i]);
             return DWELL_ERR_UNSUPPORTED;
         }
         const dwell_node* n = &g->nodes[ids[i]];
@@ -88,18 +95,28 @@ static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph*
         const dwell_tensor* b = &g->tensors[n->inputs[1]];
         const dwell_tensor* o = &g->tensors[n->output];
         const int64_t count = dwell_tensor_nelements(a);
-        for (int64_t j = 0; j < count; ++j) ((float*)o->data)[j] = ((const float*)a->data)[j] + ((const float*)b->data)[j];
+        for (int64_t j = 0; j < count; ++j)
+            ((float*)o->data)[j] = ((const float*)a->data)[j] + ((const float*)b->data)[j];
         ctx->adds_run++;
     }
     return DWELL_OK;
 }
 
 static const dwell_backend_plugin kBackend = {
-    sizeof(dwell_backend_plugin), NULL, device_count, device_info, last_error, context_create, context_destroy,
-    context_last_error, supports_op, graph_compute,
+    sizeof(dwell_backend_plugin),
+    NULL,
+    device_count,
+    device_info,
+    last_error,
+    context_create,
+    context_destroy,
+    context_last_error,
+    supports_op,
+    graph_compute,
 };
 
-DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host, dwell_plugin_info* info) {
+DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host,
+                                                    dwell_plugin_info* info) {
     dwell_plugin_info mine;
     memset(&mine, 0, sizeof mine);
     mine.struct_size = sizeof mine;

@@ -19,14 +19,16 @@ struct GenerationStats {
     double generation_seconds = 0;  // time for the rest
     bool stopped_at_eos = false;
 
-    double prompt_tokens_per_second() const { return prompt_seconds > 0 ? n_prompt / prompt_seconds : 0; }
+    double prompt_tokens_per_second() const {
+        return prompt_seconds > 0 ? n_prompt / prompt_seconds : 0;
+    }
     double generation_tokens_per_second() const {
         return generation_seconds > 0 ? n_generated / generation_seconds : 0;
     }
 };
 
 // on_token returns false to stop early.
-GenerationStats generate(Session& session, std::span<const int32_t> prompt, int32_t n_predict, Sampler& sampler,
-                         const std::function<bool(int32_t token)>& on_token);
+GenerationStats generate(Session& session, std::span<const int32_t> prompt, int32_t n_predict,
+                         Sampler& sampler, const std::function<bool(int32_t token)>& on_token);
 
 }  // namespace dwell

@@ -27,8 +27,19 @@ namespace dwell {
 
 // GGUF metadata value types, as numbered in the file format.
 enum class GgufType : uint32_t {
-    UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
-    BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+    UINT8 = 0,
+    INT8 = 1,
+    UINT16 = 2,
+    INT16 = 3,
+    UINT32 = 4,
+    INT32 = 5,
+    FLOAT32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    UINT64 = 10,
+    INT64 = 11,
+    FLOAT64 = 12,
 };
 
 // Limits that keep a hostile file from making the reader allocate or loop
@@ -36,22 +47,22 @@ enum class GgufType : uint32_t {
 struct GgufLimits {
     uint64_t max_tensors = 1u << 16;
     uint64_t max_kv = 1u << 16;
-    uint64_t max_string = 1u << 20;        // bytes in one string
-    uint64_t max_array = 1u << 24;         // elements in one array
-    int64_t max_dim = int64_t{1} << 40;    // elements along one dimension
+    uint64_t max_string = 1u << 20;      // bytes in one string
+    uint64_t max_array = 1u << 24;       // elements in one array
+    int64_t max_dim = int64_t{1} << 40;  // elements along one dimension
 };
 
 class GgufFile {
 public:
     struct TensorInfo {
         std::string name;
-        uint32_t ggml_type;   // the type id in the file
-        dwell_dtype dtype;    // DWELL_DTYPE_COUNT when dwell has no such dtype
+        uint32_t ggml_type;  // the type id in the file
+        dwell_dtype dtype;   // DWELL_DTYPE_COUNT when dwell has no such dtype
         int32_t n_dims;
         int64_t ne[DWELL_MAX_DIMS];  // unused trailing dims are 1
-        uint64_t offset;      // from the start of the file
-        uint64_t size;        // bytes
-        const uint8_t* data;  // into the mapping
+        uint64_t offset;             // from the start of the file
+        uint64_t size;               // bytes
+        const uint8_t* data;         // into the mapping
     };
 
     // Throws dwell::Error naming `path` on any problem.

@@ -43,9 +43,7 @@ public:
     int32_t find_input(const std::string& name) const;
 
     // The tensor that owns the memory of `id` (itself unless it is a view).
-    int32_t storage_of(int32_t id) const {
-        return slots[id].view_of >= 0 ? slots[id].view_of : id;
-    }
+    int32_t storage_of(int32_t id) const { return slots[id].view_of >= 0 ? slots[id].view_of : id; }
 
 private:
     std::deque<std::string> names_;  // deque: growth never moves existing strings

@@ -26,7 +26,7 @@ private:
     int64_t n_ctx_;
     dwell_dtype dtype_;
     uint64_t bytes_ = 0;
-    std::vector<PoolBuffer> buffers_;   // 2 per layer: K then V
+    std::vector<PoolBuffer> buffers_;    // 2 per layer: K then V
     std::vector<dwell_tensor> tensors_;  // same order
 };
 

@@ -49,7 +49,7 @@ struct Manifest {
         bool mlock = false;
     } memory;
     struct Cpu {
-        int32_t threads = 0;  // 0: one per core
+        int32_t threads = 0;           // 0: one per core
         std::string affinity = "any";  // any | big
     } cpu;
     struct Kv {

@@ -29,7 +29,7 @@ struct PoolStats {
     uint64_t mapped_bytes = 0;  // address space taken from the OS
     uint64_t used_bytes = 0;    // pages handed out
     uint64_t peak_used_bytes = 0;
-    uint64_t allocations = 0;   // live allocations
+    uint64_t allocations = 0;  // live allocations
     uint64_t failed_allocations = 0;
 };
 

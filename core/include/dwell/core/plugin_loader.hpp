@@ -11,14 +11,13 @@
 // any shared_ptr to it lives, so a backend in use is never unloaded.
 #pragma once
 
+#include <boost/dll/shared_library.hpp>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <boost/dll/shared_library.hpp>
 
 #include "dwell/backend.h"
 #include "dwell/model.h"

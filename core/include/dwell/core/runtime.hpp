@@ -27,7 +27,7 @@ struct RuntimeOptions {
     std::optional<std::filesystem::path> manifest;  // otherwise chosen by device facts
     int32_t threads = 0;                            // > 0 overrides [cpu] threads
     std::optional<uint64_t> memory_budget_bytes;    // overrides [memory] budget_mb
-    bool strict = false;  // fail instead of falling back to a lower-priority backend
+    bool strict = false;          // fail instead of falling back to a lower-priority backend
     bool require_backend = true;  // false: a runtime with no usable backend (for reports)
 };
 
@@ -92,6 +92,7 @@ public:
 private:
     void choose_manifest(const RuntimeOptions& options);
     void select_backends(const RuntimeOptions& options);
+    void warn_unimplemented() const;
 
     Manifest manifest_;
     std::string manifest_choice_;

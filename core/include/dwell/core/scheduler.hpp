@@ -33,7 +33,7 @@ class Scheduler {
 public:
     Scheduler(std::vector<Backend*> backends, bool strict);
 
-    Placement place(Graph& graph) const;  // throws when a node can run nowhere
+    Placement place(Graph& graph) const;                       // throws when a node can run nowhere
     void run(Graph& graph, const Placement& placement) const;  // throws naming backend and node
     // A few lines for the log: which layers and ops run where, and why
     // anything fell back.

@@ -23,14 +23,15 @@ class Model;
 class Runtime;
 
 struct SessionOptions {
-    int32_t n_ctx = 0;    // 0: the model's training context
-    int32_t n_batch = 256;  // longest batch run in one graph
+    int32_t n_ctx = 0;                    // 0: the model's training context
+    int32_t n_batch = 256;                // longest batch run in one graph
     std::optional<dwell_dtype> kv_dtype;  // default: the manifest's [kv] dtype
 };
 
 class Session {
 public:
-    Session(Runtime& runtime, std::shared_ptr<const Model> model, const SessionOptions& options = {});
+    Session(Runtime& runtime, std::shared_ptr<const Model> model,
+            const SessionOptions& options = {});
 
     // Appends `tokens` at the current position and returns the logits of the
     // last token, or of every token when all_logits ([n_tokens x n_vocab]).
