@@ -91,8 +91,10 @@ TEST_P(AttentionTest, GqaDecodingStepsMatchNaiveReference) {
                 for (int64_t d = 0; d < kHd; ++d) {
                     double o = 0;
                     for (int32_t j = 0; j <= p; ++j) {
-                        o += s[static_cast<size_t>(j)] / sum *
-                             ref_v[static_cast<size_t>(j)][static_cast<size_t>(kvh * kHd + d)];
+                        // The weights meet an F16 value cache as fp16, as in ggml.
+                        const double w =
+                            to_cache(cache_t, static_cast<float>(s[static_cast<size_t>(j)] / sum));
+                        o += w * ref_v[static_cast<size_t>(j)][static_cast<size_t>(kvh * kHd + d)];
                     }
                     EXPECT_NEAR(got[static_cast<size_t>((tok * kHeads + h) * kHd + d)], o, 2e-5)
                         << "pos " << p << " head " << h << " dim " << d;
