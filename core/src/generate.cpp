@@ -34,7 +34,11 @@ GenerationStats generate(Session& session, std::span<const int32_t> prompt, int3
         }
         ++stats.n_generated;
         if (!on_token(token)) break;
-        if (i + 1 == n_predict || session.n_past() >= session.n_ctx()) break;
+        if (i + 1 == n_predict) break;
+        if (session.n_past() >= session.n_ctx()) {
+            stats.stopped_at_context = true;
+            break;
+        }
         const int32_t one[1] = {token};
         logits = session.decode(one);
     }

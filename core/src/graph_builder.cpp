@@ -1,6 +1,7 @@
 #include "dwell/core/graph_builder.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "dwell/core/error.hpp"
@@ -50,13 +51,21 @@ GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup cache
     : graph_(graph), weights_(std::move(weights)), caches_(std::move(caches)) {
     c_.struct_size = sizeof(c_);
     c_.self = this;
-    c_.input = [](void* self, const char* name, dwell_dtype dtype, int32_t n_dims,
+    c_.input = [](void* self, const char* name, dwell_dtype dtype_in, int32_t n_dims,
                   const int64_t* ne) {
+        int32_t raw = 0;  // checked before it is read as the enum, as for ops
+        static_assert(sizeof raw == sizeof dtype_in);
+        std::memcpy(&raw, &dtype_in, sizeof raw);
         return guarded(self, [&](GraphBuilder& b) {
             if (!name || n_dims < 1 || n_dims > DWELL_MAX_DIMS || !ne) {
                 throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: input needs a name and 1..4 dims");
             }
-            return b.input(name, dtype, {ne, static_cast<size_t>(n_dims)});
+            if (raw < 0 || raw >= DWELL_DTYPE_COUNT) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: input '" + std::string(name) +
+                                                            "' has unknown dtype " +
+                                                            std::to_string(raw));
+            }
+            return b.input(name, static_cast<dwell_dtype>(raw), {ne, static_cast<size_t>(n_dims)});
         });
     };
     c_.weight = [](void* self, const char* name) {
@@ -65,9 +74,18 @@ GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup cache
     c_.kv_cache = [](void* self, int32_t layer, int32_t which) {
         return guarded(self, [&](GraphBuilder& b) { return b.kv_cache(layer, which); });
     };
-    c_.op = [](void* self, dwell_op op, const int32_t* inputs, int32_t n_inputs, const int32_t* ip,
-               int32_t n_ip, const float* fp, int32_t n_fp) {
+    c_.op = [](void* self, dwell_op op_in, const int32_t* inputs, int32_t n_inputs,
+               const int32_t* ip, int32_t n_ip, const float* fp, int32_t n_fp) {
+        // A plugin may pass any integer here; reading it as the enum before
+        // checking its range would be undefined behaviour in C++.
+        int32_t raw = 0;
+        static_assert(sizeof raw == sizeof op_in);
+        std::memcpy(&raw, &op_in, sizeof raw);
         return guarded(self, [&](GraphBuilder& b) {
+            if (raw <= DWELL_OP_NONE || raw >= DWELL_OP_COUNT) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: unknown op " + std::to_string(raw));
+            }
+            const auto op = static_cast<dwell_op>(raw);
             if (n_inputs < 0 || n_inputs > DWELL_MAX_INPUTS || n_ip < 0 ||
                 n_ip > DWELL_MAX_PARAMS || n_fp < 0 || n_fp > DWELL_MAX_PARAMS ||
                 (n_inputs && !inputs) || (n_ip && !ip) || (n_fp && !fp)) {
@@ -120,6 +138,11 @@ int32_t GraphBuilder::input(std::string_view name, dwell_dtype dtype, std::span<
         if (d <= 0)
             throw Error(DWELL_ERR_INVALID_ARGUMENT,
                         "graph: input '" + std::string(name) + "' has a dimension <= 0");
+    }
+    if (dwell_row_bytes(dtype, ne[0]) == 0) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "graph: input '" + std::string(name) + "' of " + std::to_string(ne[0]) + " " +
+                        dwell_dtype_name(dtype) + " values per row cannot be laid out");
     }
     dwell_tensor t = make_tensor(dtype, static_cast<int32_t>(ne.size()), ne.data());
     return graph_.add_tensor(t, TensorRole::Input, std::string(name));

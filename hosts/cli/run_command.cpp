@@ -80,7 +80,9 @@ int run_command(const std::vector<std::string>& args) {
                  "tok/s)%s\n",
                  stats.n_prompt, stats.prompt_seconds, stats.prompt_tokens_per_second(),
                  stats.n_generated, stats.generation_seconds, stats.generation_tokens_per_second(),
-                 stats.stopped_at_eos ? " | stopped at end of sequence" : "");
+                 stats.stopped_at_eos       ? " | stopped at end of sequence"
+                 : stats.stopped_at_context ? " | stopped: the context is full (raise --ctx)"
+                                            : "");
     if (common.verbosity > 0) {
         const PoolStats pool = runtime.pool().stats();
         rusage usage{};

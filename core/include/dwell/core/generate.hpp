@@ -18,6 +18,7 @@ struct GenerationStats {
     double prompt_seconds = 0;      // time to evaluate the prompt
     double generation_seconds = 0;  // time for the rest
     bool stopped_at_eos = false;
+    bool stopped_at_context = false;  // the session's context filled up
 
     double prompt_tokens_per_second() const {
         return prompt_seconds > 0 ? n_prompt / prompt_seconds : 0;
