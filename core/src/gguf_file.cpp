@@ -42,17 +42,17 @@ constexpr std::array<GgmlTypeInfo, kGgmlTypeCount> kGgmlTypes = {{
     {"f32", 1, 4, DWELL_F32},                 // 0
     {"f16", 1, 2, DWELL_F16},                 // 1
     {"q4_0", 32, 18, DWELL_Q4_0},             // 2
-    {"q4_1", 32, 20, DWELL_DTYPE_COUNT},      // 3
+    {"q4_1", 32, 20, DWELL_Q4_1},             // 3
     {nullptr, 0, 0, DWELL_DTYPE_COUNT},       // 4
     {nullptr, 0, 0, DWELL_DTYPE_COUNT},       // 5
-    {"q5_0", 32, 22, DWELL_DTYPE_COUNT},      // 6
-    {"q5_1", 32, 24, DWELL_DTYPE_COUNT},      // 7
+    {"q5_0", 32, 22, DWELL_Q5_0},             // 6
+    {"q5_1", 32, 24, DWELL_Q5_1},             // 7
     {"q8_0", 32, 34, DWELL_Q8_0},             // 8
     {"q8_1", 32, 36, DWELL_DTYPE_COUNT},      // 9
     {"q2_K", 256, 84, DWELL_DTYPE_COUNT},     // 10
     {"q3_K", 256, 110, DWELL_DTYPE_COUNT},    // 11
     {"q4_K", 256, 144, DWELL_Q4_K},           // 12
-    {"q5_K", 256, 176, DWELL_DTYPE_COUNT},    // 13
+    {"q5_K", 256, 176, DWELL_Q5_K},           // 13
     {"q6_K", 256, 210, DWELL_Q6_K},           // 14
     {"q8_K", 256, 292, DWELL_DTYPE_COUNT},    // 15
     {"iq2_xxs", 256, 66, DWELL_DTYPE_COUNT},  // 16

@@ -105,7 +105,7 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
                         path.string() + ": tensor '" + name + "' has type " +
                             ggml_type_name(t->ggml_type) +
                             ", which this dwell version cannot run (supported: f32, f16, "
-                            "bf16, q8_0, q4_0)");
+                            "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K)");
         }
         dwell_tensor w{};
         w.dtype = t->dtype;

@@ -90,6 +90,22 @@ Vocab generated_vocab(int64_t n_vocab) {
         for (size_t len = space.size() + 1; len <= word.size(); ++len)
             add_piece(word.substr(0, len));
     }
+    // Then letter pieces of growing length ("▁b", "ba", "▁ba", "bal", ...):
+    // random weights sample every id, and these print as text, not as
+    // placeholders. Each piece's prefix is already in, so merges reach it.
+    const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";
+    std::vector<std::string> level = {""};
+    while (static_cast<int64_t>(v.tokens.size()) < n_vocab && level.front().size() < 4) {
+        std::vector<std::string> next;
+        for (const auto& stem : level) {
+            for (char c : letters) {
+                next.push_back(stem + c);
+                add_piece(space + stem + c);
+                add_piece(stem + c);
+            }
+        }
+        level = std::move(next);
+    }
     for (int64_t i = 0; static_cast<int64_t>(v.tokens.size()) < n_vocab; ++i) {
         v.add("<unused" + std::to_string(i) + ">", 0.0f, kUnused);
     }

@@ -291,9 +291,13 @@ TEST_F(GgufFileTest, GgmlTypeTable) {
     EXPECT_EQ(dtype_from_ggml(8), DWELL_Q8_0);
     EXPECT_EQ(dtype_from_ggml(12), DWELL_Q4_K);
     EXPECT_EQ(dtype_from_ggml(14), DWELL_Q6_K);
+    EXPECT_EQ(dtype_from_ggml(3), DWELL_Q4_1);
+    EXPECT_EQ(dtype_from_ggml(6), DWELL_Q5_0);
+    EXPECT_EQ(dtype_from_ggml(7), DWELL_Q5_1);
+    EXPECT_EQ(dtype_from_ggml(13), DWELL_Q5_K);
     EXPECT_EQ(dtype_from_ggml(26), DWELL_I32);
     EXPECT_EQ(dtype_from_ggml(30), DWELL_BF16);
-    for (uint32_t id : {3u, 6u, 7u, 9u, 10u, 11u, 13u, 15u, 20u, 24u, 28u, 34u, 35u}) {
+    for (uint32_t id : {9u, 10u, 11u, 15u, 20u, 24u, 28u, 34u, 35u}) {
         EXPECT_EQ(dtype_from_ggml(id), DWELL_DTYPE_COUNT) << id;
         EXPECT_GT(ggml_block_elems(id), 0) << id;
     }
@@ -304,7 +308,7 @@ TEST_F(GgufFileTest, GgmlTypeTable) {
         EXPECT_EQ(ggml_block_bytes(id), 0u) << id;
     }
     for (dwell_dtype d : {DWELL_F32, DWELL_F16, DWELL_BF16, DWELL_Q8_0, DWELL_Q4_0, DWELL_Q4_K,
-                          DWELL_Q6_K, DWELL_I32}) {
+                          DWELL_Q6_K, DWELL_I32, DWELL_Q4_1, DWELL_Q5_0, DWELL_Q5_1, DWELL_Q5_K}) {
         EXPECT_EQ(dtype_from_ggml(ggml_from_dtype(d)), d) << dwell_dtype_name(d);
         if (dwell_dtype_block_elems(d) != 0) {
             // The SDK's own block geometry and ggml's must agree.
@@ -331,12 +335,12 @@ TEST_F(GgufFileTest, GgmlTypeTable) {
 }
 
 TEST_F(GgufFileTest, UnsupportedGgmlTypeStillOpens) {
-    // q5_K: known to ggml, not to dwell; the model loader decides later.
-    const GgufFile f = GgufFile::open(put(one_tensor({256, 2}, 13, 0, 2 * 176)));
+    // q2_K: known to ggml, not to dwell; the model loader decides later.
+    const GgufFile f = GgufFile::open(put(one_tensor({256, 2}, 10, 0, 2 * 84)));
     ASSERT_EQ(f.tensors().size(), 1u);
-    EXPECT_EQ(f.tensors()[0].ggml_type, 13u);
+    EXPECT_EQ(f.tensors()[0].ggml_type, 10u);
     EXPECT_EQ(f.tensors()[0].dtype, DWELL_DTYPE_COUNT);
-    EXPECT_EQ(f.tensors()[0].size, 2u * 176u);
+    EXPECT_EQ(f.tensors()[0].size, 2u * 84u);
 }
 
 TEST_F(GgufFileTest, AcceptsVersion2) {

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "dwell/quant.h"
+
 namespace dwell::cpu {
 
 namespace {
@@ -21,6 +23,41 @@ inline float load_f32(const unsigned char* p) {
     return v;
 }
 
+// The formats shared with ggml are decoded by the SDK's reference decoders,
+// so the format is written down once. Those take aligned blocks, and a row
+// inside a mapped file need not be aligned, so each block is first copied to
+// a local.
+template <typename Block, int kElems, void (*Decode)(const Block*, float*)>
+struct SdkFormat {
+    static void decode(const unsigned char* p, float* y) {
+        Block b;
+        memcpy(&b, p, sizeof b);
+        Decode(&b, y);
+    }
+    static void dequantize(const unsigned char* p, float* out, int64_t n) {
+        for (int64_t i = 0; i < n / kElems; ++i) decode(p + i * sizeof(Block), out + i * kElems);
+    }
+    static float dot(const unsigned char* p, const float* x, int64_t n) {
+        float sum = 0.0f;
+        float w[kElems];
+        for (int64_t i = 0; i < n / kElems; ++i) {
+            decode(p + i * sizeof(Block), w);
+            const float* xb = x + i * kElems;
+            float block_sum = 0.0f;
+            for (int j = 0; j < kElems; ++j) block_sum += w[j] * xb[j];
+            sum += block_sum;
+        }
+        return sum;
+    }
+};
+
+using Q4_1 = SdkFormat<dwell_block_q4_1, DWELL_QK4_1, dwell_dequantize_block_q4_1>;
+using Q5_0 = SdkFormat<dwell_block_q5_0, DWELL_QK5_0, dwell_dequantize_block_q5_0>;
+using Q5_1 = SdkFormat<dwell_block_q5_1, DWELL_QK5_1, dwell_dequantize_block_q5_1>;
+using Q4_K = SdkFormat<dwell_block_q4_K, DWELL_QK_K, dwell_dequantize_block_q4_K>;
+using Q5_K = SdkFormat<dwell_block_q5_K, DWELL_QK_K, dwell_dequantize_block_q5_K>;
+using Q6_K = SdkFormat<dwell_block_q6_K, DWELL_QK_K, dwell_dequantize_block_q6_K>;
+
 }  // namespace
 
 bool is_weight_dtype(dwell_dtype t) {
@@ -30,6 +67,12 @@ bool is_weight_dtype(dwell_dtype t) {
         case DWELL_BF16:
         case DWELL_Q8_0:
         case DWELL_Q4_0:
+        case DWELL_Q4_1:
+        case DWELL_Q5_0:
+        case DWELL_Q5_1:
+        case DWELL_Q4_K:
+        case DWELL_Q5_K:
+        case DWELL_Q6_K:
             return true;
         default:
             return false;
@@ -69,6 +112,18 @@ void dequantize_row(dwell_dtype t, const void* row, float* out, int64_t n) {
                 }
             }
             return;
+        case DWELL_Q4_1:
+            return Q4_1::dequantize(p, out, n);
+        case DWELL_Q5_0:
+            return Q5_0::dequantize(p, out, n);
+        case DWELL_Q5_1:
+            return Q5_1::dequantize(p, out, n);
+        case DWELL_Q4_K:
+            return Q4_K::dequantize(p, out, n);
+        case DWELL_Q5_K:
+            return Q5_K::dequantize(p, out, n);
+        case DWELL_Q6_K:
+            return Q6_K::dequantize(p, out, n);
         default:
             throw std::invalid_argument("dequantize_row: not a weight dtype");
     }
@@ -113,6 +168,18 @@ float dot_row(dwell_dtype t, const void* row, const float* x, int64_t n) {
                 sum += block_sum * block_scale(block);
             }
             return sum;
+        case DWELL_Q4_1:
+            return Q4_1::dot(p, x, n);
+        case DWELL_Q5_0:
+            return Q5_0::dot(p, x, n);
+        case DWELL_Q5_1:
+            return Q5_1::dot(p, x, n);
+        case DWELL_Q4_K:
+            return Q4_K::dot(p, x, n);
+        case DWELL_Q5_K:
+            return Q5_K::dot(p, x, n);
+        case DWELL_Q6_K:
+            return Q6_K::dot(p, x, n);
         default:
             throw std::invalid_argument("dot_row: not a weight dtype");
     }

@@ -1,4 +1,5 @@
-// Reading rows of weight dtypes (F32, F16, BF16, Q8_0, Q4_0) as f32.
+// Reading rows of weight dtypes (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K, Q6_K) as f32.
 //
 // Scalar reference code: correctness and clarity first; SIMD variants can
 // replace these later as long as they match them within rounding.

@@ -29,16 +29,25 @@ typedef enum dwell_dtype {
     DWELL_Q8_0 = 3, /* blocks of 32: fp16 scale d, 32 x int8; x = d * q */
     DWELL_Q4_0 = 4, /* blocks of 32: fp16 scale d, 16 bytes; x = d * (nibble - 8),
                        low nibbles hold elements 0..15, high nibbles 16..31 */
-    DWELL_Q4_K = 5,
-    DWELL_Q6_K = 6,
+    DWELL_Q4_K = 5, /* super-blocks of 256, see dwell_block_q4_K */
+    DWELL_Q6_K = 6, /* super-blocks of 256, see dwell_block_q6_K */
     DWELL_I4_G = 7, /* dwell group-wise asymmetric int4 */
     DWELL_FP8_E4M3 = 8,
     DWELL_I32 = 9,
-    DWELL_DTYPE_COUNT = 10
+    DWELL_Q4_1 = 10, /* blocks of 32: x = d * nibble + m */
+    DWELL_Q5_0 = 11, /* blocks of 32: x = d * (q5 - 16) */
+    DWELL_Q5_1 = 12, /* blocks of 32: x = d * q5 + m */
+    DWELL_Q5_K = 13, /* super-blocks of 256, see dwell_block_q5_K */
+    DWELL_DTYPE_COUNT = 14
 } dwell_dtype;
 
 #define DWELL_QK8_0 32
 #define DWELL_QK4_0 32
+#define DWELL_QK4_1 32
+#define DWELL_QK5_0 32
+#define DWELL_QK5_1 32
+#define DWELL_QK_K 256 /* elements per K-quant super-block */
+#define DWELL_K_SCALE_SIZE 12
 
 typedef struct dwell_block_q8_0 {
     uint16_t d; /* fp16 */
@@ -49,6 +58,84 @@ typedef struct dwell_block_q4_0 {
     uint16_t d; /* fp16 */
     uint8_t qs[DWELL_QK4_0 / 2];
 } dwell_block_q4_0;
+
+/* The layouts below are byte-for-byte those of ggml (llama.cpp), so GGUF
+ * tensors of these types are used in place. In every 32-element format
+ * byte j of qs holds element j in its low nibble and element j + 16 in its
+ * high nibble. */
+
+typedef struct dwell_block_q4_1 {
+    uint16_t d; /* fp16 step */
+    uint16_t m; /* fp16 offset (the block minimum) */
+    uint8_t qs[DWELL_QK4_1 / 2];
+} dwell_block_q4_1;
+
+/* Five-bit quants: the fifth bit of element j is bit j of qh read as a
+ * little-endian uint32. */
+typedef struct dwell_block_q5_0 {
+    uint16_t d; /* fp16 */
+    uint8_t qh[4];
+    uint8_t qs[DWELL_QK5_0 / 2];
+} dwell_block_q5_0;
+
+typedef struct dwell_block_q5_1 {
+    uint16_t d; /* fp16 step */
+    uint16_t m; /* fp16 offset */
+    uint8_t qh[4];
+    uint8_t qs[DWELL_QK5_1 / 2];
+} dwell_block_q5_1;
+
+/* Q4_K: 8 sub-blocks of 32, each with a 6-bit scale sc and 6-bit min mn;
+ * x = d * sc * q - dmin * mn. The 16 six-bit numbers are packed in scales[12]:
+ * for sub-block j < 4, sc = scales[j] & 63 and mn = scales[j + 4] & 63; for
+ * j >= 4 the low 4 bits come from scales[j + 4] (sc low nibble, mn high
+ * nibble) and the top 2 bits from the spare top bits of scales[j - 4] (sc)
+ * and scales[j] (mn). qs[32 * p + l] holds element l of sub-block 2p in its
+ * low nibble and element l of sub-block 2p + 1 in its high nibble. */
+typedef struct dwell_block_q4_K {
+    uint16_t d;    /* fp16 scale of the sub-block scales */
+    uint16_t dmin; /* fp16 scale of the sub-block mins */
+    uint8_t scales[DWELL_K_SCALE_SIZE];
+    uint8_t qs[DWELL_QK_K / 2];
+} dwell_block_q4_K;
+
+/* Q5_K: Q4_K plus a fifth bit per element: bit i of qh[l] is the high bit of
+ * element l of sub-block i. */
+typedef struct dwell_block_q5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[DWELL_K_SCALE_SIZE];
+    uint8_t qh[DWELL_QK_K / 8];
+    uint8_t qs[DWELL_QK_K / 2];
+} dwell_block_q5_K;
+
+/* Q6_K: 16 sub-blocks of 16 with int8 scales; x = d * scale * (q6 - 32).
+ * Each half of 128 elements uses 64 bytes of ql and 32 of qh: for l < 32,
+ * element l takes the low nibble of ql[l], l + 32 the low nibble of
+ * ql[l + 32], l + 64 the high nibble of ql[l], l + 96 the high nibble of
+ * ql[l + 32]; their top two bits are bits 0-1, 2-3, 4-5, 6-7 of qh[l]. */
+typedef struct dwell_block_q6_K {
+    uint8_t ql[DWELL_QK_K / 2];
+    uint8_t qh[DWELL_QK_K / 4];
+    int8_t scales[DWELL_QK_K / 16];
+    uint16_t d; /* fp16, last: the block is 210 bytes with 2-byte alignment */
+} dwell_block_q6_K;
+
+#ifdef __cplusplus
+static_assert(sizeof(dwell_block_q4_1) == 20, "q4_1 layout");
+static_assert(sizeof(dwell_block_q5_0) == 22, "q5_0 layout");
+static_assert(sizeof(dwell_block_q5_1) == 24, "q5_1 layout");
+static_assert(sizeof(dwell_block_q4_K) == 144, "q4_K layout");
+static_assert(sizeof(dwell_block_q5_K) == 176, "q5_K layout");
+static_assert(sizeof(dwell_block_q6_K) == 210, "q6_K layout");
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(dwell_block_q4_1) == 20, "q4_1 layout");
+_Static_assert(sizeof(dwell_block_q5_0) == 22, "q5_0 layout");
+_Static_assert(sizeof(dwell_block_q5_1) == 24, "q5_1 layout");
+_Static_assert(sizeof(dwell_block_q4_K) == 144, "q4_K layout");
+_Static_assert(sizeof(dwell_block_q5_K) == 176, "q5_K layout");
+_Static_assert(sizeof(dwell_block_q6_K) == 210, "q6_K layout");
+#endif
 
 /* Elements per block (1 for plain types); 0 for a dtype this ABI version
  * does not describe yet. */
@@ -64,6 +151,16 @@ static inline int64_t dwell_dtype_block_elems(dwell_dtype t) {
             return DWELL_QK8_0;
         case DWELL_Q4_0:
             return DWELL_QK4_0;
+        case DWELL_Q4_1:
+            return DWELL_QK4_1;
+        case DWELL_Q5_0:
+            return DWELL_QK5_0;
+        case DWELL_Q5_1:
+            return DWELL_QK5_1;
+        case DWELL_Q4_K:
+        case DWELL_Q5_K:
+        case DWELL_Q6_K:
+            return DWELL_QK_K;
         default:
             return 0;
     }
@@ -84,6 +181,18 @@ static inline size_t dwell_dtype_block_bytes(dwell_dtype t) {
             return sizeof(dwell_block_q8_0);
         case DWELL_Q4_0:
             return sizeof(dwell_block_q4_0);
+        case DWELL_Q4_1:
+            return sizeof(dwell_block_q4_1);
+        case DWELL_Q5_0:
+            return sizeof(dwell_block_q5_0);
+        case DWELL_Q5_1:
+            return sizeof(dwell_block_q5_1);
+        case DWELL_Q4_K:
+            return sizeof(dwell_block_q4_K);
+        case DWELL_Q5_K:
+            return sizeof(dwell_block_q5_K);
+        case DWELL_Q6_K:
+            return sizeof(dwell_block_q6_K);
         default:
             return 0;
     }
@@ -101,8 +210,16 @@ static inline const char* dwell_dtype_name(dwell_dtype t) {
             return "q8_0";
         case DWELL_Q4_0:
             return "q4_0";
+        case DWELL_Q4_1:
+            return "q4_1";
+        case DWELL_Q5_0:
+            return "q5_0";
+        case DWELL_Q5_1:
+            return "q5_1";
         case DWELL_Q4_K:
             return "q4_k";
+        case DWELL_Q5_K:
+            return "q5_k";
         case DWELL_Q6_K:
             return "q6_k";
         case DWELL_I4_G:

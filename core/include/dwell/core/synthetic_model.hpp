@@ -1,9 +1,9 @@
 // Writes a Llama-shaped GGUF with deterministic random weights, so a model
 // exists on any machine for demos, tests and benchmarks. The vocabulary is
 // either taken from a sentencepiece .model file or generated: control
-// tokens, 256 byte-fallback tokens, printable characters and common English
-// word pieces (with every prefix, so BPE merges reach them), then unused
-// fillers up to n_vocab.
+// tokens, 256 byte-fallback tokens, printable characters, common English
+// word pieces and letter pieces (with every prefix, so BPE merges reach
+// them) up to n_vocab.
 #pragma once
 
 #include <cstdint>

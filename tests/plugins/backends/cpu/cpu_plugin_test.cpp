@@ -264,7 +264,7 @@ TEST_F(CpuPlugin, SupportsOpAndGraphCompute) {
     // An unknown weight dtype is refused, and computing it names the node.
     memcpy(&tg.tensors[0].dtype, &tg.bogus_dtype_value, sizeof(int32_t));
     EXPECT_EQ(be->supports_op(ctx, &tg.graph, 0), 0);
-    tg.tensors[0].dtype = DWELL_Q4_K;
+    tg.tensors[0].dtype = DWELL_I4_G;
     EXPECT_EQ(be->supports_op(ctx, &tg.graph, 0), 0);
     EXPECT_EQ(be->graph_compute(ctx, &tg.graph, ids, 3), DWELL_ERR_UNSUPPORTED);
     const std::string why = be->context_last_error(ctx);

@@ -16,6 +16,11 @@
 
 namespace dwell::cpu::test {
 
+// Every dtype the CPU backend reads weights in.
+inline constexpr dwell_dtype kWeightDtypes[] = {DWELL_F32,  DWELL_F16,  DWELL_BF16, DWELL_Q8_0,
+                                                DWELL_Q4_0, DWELL_Q4_1, DWELL_Q5_0, DWELL_Q5_1,
+                                                DWELL_Q4_K, DWELL_Q5_K, DWELL_Q6_K};
+
 class TestGraph {
 public:
     // A tensor of shape ne (trailing dims default to 1). row_pad adds bytes
@@ -204,6 +209,74 @@ inline std::vector<double> ref_decode_row(dwell_dtype t, const uint8_t* p, int64
                 v = ref_half(u16(block)) * (nib - 8);
                 break;
             }
+            case DWELL_Q4_1: {
+                // d, m, then 16 bytes of nibbles: x = d * q + m.
+                const uint8_t* block = p + (i / 32) * 20;
+                const int j = static_cast<int>(i % 32);
+                const int nib = j < 16 ? (block[4 + j] & 15) : (block[4 + j - 16] >> 4);
+                v = ref_half(u16(block)) * nib + ref_half(u16(block + 2));
+                break;
+            }
+            case DWELL_Q5_0:
+            case DWELL_Q5_1: {
+                // [d][m for Q5_1] qh[4] qs[16]: bit j of the 32 qh bits is
+                // the fifth bit of element j.
+                const bool has_min = t == DWELL_Q5_1;
+                const uint8_t* block = p + (i / 32) * (has_min ? 24 : 22);
+                const uint8_t* qh = block + (has_min ? 4 : 2);
+                const uint8_t* qs = qh + 4;
+                const int j = static_cast<int>(i % 32);
+                const int nib = j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
+                const int q = nib + 16 * ((qh[j / 8] >> (j % 8)) & 1);
+                const double d = ref_half(u16(block));
+                v = has_min ? d * q + ref_half(u16(block + 2)) : d * (q - 16);
+                break;
+            }
+            case DWELL_Q4_K:
+            case DWELL_Q5_K: {
+                // d, dmin, scales[12], [qh[32] for Q5_K], qs[128]. Sub-block
+                // s (32 elements) has a 6-bit scale and min: s < 4 keeps them
+                // in the low 6 bits of bytes s and s + 4; s >= 4 keeps the low
+                // 4 bits in byte s + 4 (scale low nibble, min high nibble) and
+                // the top 2 bits in the top bits of bytes s - 4 and s.
+                const bool five = t == DWELL_Q5_K;
+                const uint8_t* block = p + (i / 256) * (five ? 176 : 144);
+                const uint8_t* sc = block + 4;
+                const uint8_t* qh = block + 16;
+                const uint8_t* qs = block + (five ? 48 : 16);
+                const int e = static_cast<int>(i % 256);
+                const int s = e / 32, l = e % 32;
+                int scale, min;
+                if (s < 4) {
+                    scale = sc[s] % 64;
+                    min = sc[s + 4] % 64;
+                } else {
+                    scale = sc[s + 4] % 16 + 16 * (sc[s - 4] / 64);
+                    min = sc[s + 4] / 16 + 16 * (sc[s] / 64);
+                }
+                // Sub-blocks 2k and 2k + 1 share bytes qs[32k .. 32k + 31].
+                const uint8_t byte = qs[32 * (s / 2) + l];
+                int q = s % 2 == 0 ? byte % 16 : byte / 16;
+                if (five) q += 16 * ((qh[l] >> s) & 1);
+                v = ref_half(u16(block)) * scale * q - ref_half(u16(block + 2)) * min;
+                break;
+            }
+            case DWELL_Q6_K: {
+                // ql[128] qh[64] int8 scales[16] d. Element e = 128 h + 32 c
+                // + l takes a nibble of ql[64 h + 32 (c % 2) + l] (low for
+                // c < 2), bits 2c..2c+1 of qh[32 h + l] on top, and the
+                // scale of its 16-element sub-block e / 16.
+                const uint8_t* block = p + (i / 256) * 210;
+                const int e = static_cast<int>(i % 256);
+                const int h = e / 128, c = (e % 128) / 32, l = e % 32;
+                const uint8_t lo = block[64 * h + 32 * (c % 2) + l];
+                const int nib = c < 2 ? lo % 16 : lo / 16;
+                const int top = (block[128 + 32 * h + l] >> (2 * c)) & 3;
+                const int q = nib + 16 * top - 32;
+                const auto scale = static_cast<int8_t>(block[192 + e / 16]);
+                v = ref_half(u16(block + 208)) * scale * q;
+                break;
+            }
             default:
                 break;
         }
@@ -255,6 +328,35 @@ inline std::vector<uint8_t> random_weight_rows(dwell_dtype t, int64_t n, int64_t
                     if (i % 32 == 0) {
                         put16(dwell_fp32_to_fp16(scale(rng)));
                         for (int j = 0; j < 16; ++j) out.push_back(static_cast<uint8_t>(byte(rng)));
+                    }
+                    break;
+                case DWELL_Q4_1:
+                case DWELL_Q5_0:
+                case DWELL_Q5_1:
+                    if (i % 32 == 0) {
+                        put16(dwell_fp32_to_fp16(scale(rng)));
+                        if (t != DWELL_Q5_0) put16(dwell_fp32_to_fp16(-scale(rng) * 8));  // m
+                        const int rest = t == DWELL_Q4_1 ? 16 : 20;
+                        for (int j = 0; j < rest; ++j)
+                            out.push_back(static_cast<uint8_t>(byte(rng)));
+                    }
+                    break;
+                case DWELL_Q4_K:
+                case DWELL_Q5_K:
+                case DWELL_Q6_K:
+                    if (i % 256 == 0) {
+                        // Sub-block scales multiply d, so keep d small.
+                        if (t == DWELL_Q6_K) {
+                            for (int j = 0; j < 208; ++j)
+                                out.push_back(static_cast<uint8_t>(byte(rng)));
+                            put16(dwell_fp32_to_fp16(scale(rng) / 64));
+                        } else {
+                            put16(dwell_fp32_to_fp16(scale(rng) / 32));
+                            put16(dwell_fp32_to_fp16(scale(rng) / 32));
+                            const int rest = t == DWELL_Q4_K ? 140 : 172;
+                            for (int j = 0; j < rest; ++j)
+                                out.push_back(static_cast<uint8_t>(byte(rng)));
+                        }
                     }
                     break;
                 default:

@@ -14,8 +14,8 @@ namespace {
 using test::TestGraph;
 
 TEST(GetRows, EveryWeightDtypeMatchesReferenceDecoder) {
-    for (dwell_dtype t : {DWELL_F32, DWELL_F16, DWELL_BF16, DWELL_Q8_0, DWELL_Q4_0}) {
-        const int64_t n = 96, rows = 7;
+    for (dwell_dtype t : test::kWeightDtypes) {
+        const int64_t n = dwell_dtype_block_elems(t) == DWELL_QK_K ? 512 : 96, rows = 7;
         TestGraph g;
         const int table = g.tensor(t, {n, rows});
         const int ids = g.tensor(DWELL_I32, {4});
@@ -159,7 +159,7 @@ TEST(Cpy, RejectsUnsupportedConversions) {
     TestGraph g;
     const int i = g.tensor(DWELL_I32, {32});
     const int f = g.tensor(DWELL_F32, {32});
-    const int k = g.tensor(DWELL_Q4_K, {256});
+    const int k = g.tensor(DWELL_I4_G, {256});
     const int f_short = g.tensor(DWELL_F32, {16});
     const int n1 = g.node(DWELL_OP_CPY, f, {i});
     const int n2 = g.node(DWELL_OP_CPY, i, {f});

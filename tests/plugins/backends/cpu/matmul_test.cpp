@@ -71,27 +71,20 @@ TEST_P(MatmulTest, MatchesDoubleReferenceAndIsThreadCountInvariant) {
     EXPECT_EQ(0, memcmp(single.data(), threaded.data(), single.size() * sizeof(float)));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllWeightDtypes, MatmulTest,
-                         ::testing::ValuesIn(std::vector<MatmulCase>{{DWELL_F32, 96, 1},
-                                                                     {DWELL_F32, 160, 5},
-                                                                     {DWELL_F32, 64, 5},
-                                                                     {DWELL_F16, 96, 1},
-                                                                     {DWELL_F16, 160, 5},
-                                                                     {DWELL_F16, 64, 1},
-                                                                     {DWELL_BF16, 96, 5},
-                                                                     {DWELL_BF16, 160, 1},
-                                                                     {DWELL_BF16, 64, 5},
-                                                                     {DWELL_Q8_0, 96, 1},
-                                                                     {DWELL_Q8_0, 160, 5},
-                                                                     {DWELL_Q8_0, 64, 5},
-                                                                     {DWELL_Q4_0, 96, 5},
-                                                                     {DWELL_Q4_0, 160, 1},
-                                                                     {DWELL_Q4_0, 64, 1}}),
-                         [](const auto& info) {
-                             return std::string(dwell_dtype_name(info.param.dtype)) + "_K" +
-                                    std::to_string(info.param.k) + "_M" +
-                                    std::to_string(info.param.m);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllWeightDtypes, MatmulTest,
+    ::testing::ValuesIn(std::vector<MatmulCase>{
+        {DWELL_F32, 96, 1},   {DWELL_F32, 160, 5},  {DWELL_F32, 64, 5},   {DWELL_F16, 96, 1},
+        {DWELL_F16, 160, 5},  {DWELL_F16, 64, 1},   {DWELL_BF16, 96, 5},  {DWELL_BF16, 160, 1},
+        {DWELL_BF16, 64, 5},  {DWELL_Q8_0, 96, 1},  {DWELL_Q8_0, 160, 5}, {DWELL_Q8_0, 64, 5},
+        {DWELL_Q4_0, 96, 5},  {DWELL_Q4_0, 160, 1}, {DWELL_Q4_0, 64, 1},  {DWELL_Q4_1, 96, 1},
+        {DWELL_Q4_1, 160, 5}, {DWELL_Q5_0, 96, 5},  {DWELL_Q5_0, 64, 1},  {DWELL_Q5_1, 160, 1},
+        {DWELL_Q5_1, 64, 5},  {DWELL_Q4_K, 256, 1}, {DWELL_Q4_K, 512, 5}, {DWELL_Q5_K, 256, 5},
+        {DWELL_Q5_K, 512, 1}, {DWELL_Q6_K, 256, 1}, {DWELL_Q6_K, 512, 5}}),
+    [](const auto& info) {
+        return std::string(dwell_dtype_name(info.param.dtype)) + "_K" +
+               std::to_string(info.param.k) + "_M" + std::to_string(info.param.m);
+    });
 
 TEST(Matmul, HandComputedF32) {
     TestGraph g;
@@ -126,7 +119,7 @@ TEST(Matmul, RejectsWhatItCannotRun) {
     const int xbad = g.tensor(DWELL_F32, {32, 1});
     const int out = g.tensor(DWELL_F32, {4, 1});
     const int out_bad = g.tensor(DWELL_F32, {5, 1});
-    const int wk = g.tensor(DWELL_Q4_K, {256, 4});
+    const int wk = g.tensor(DWELL_I4_G, {256, 4});  // no kernel reads it
     const int ok = g.node(DWELL_OP_MATMUL, out, {w, x});
     const int n_f16x = g.node(DWELL_OP_MATMUL, out, {w, x16});
     const int n_k = g.node(DWELL_OP_MATMUL, out, {w, xbad});

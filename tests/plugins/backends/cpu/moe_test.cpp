@@ -65,7 +65,8 @@ TEST(MoeCombine, WeightedSumPerToken) {
 
 // EXPERT_MATMUL with x shared per token ([K, T]) or per slot ([K, k, T]).
 void expert_matmul_case(dwell_dtype dtype, bool per_slot) {
-    const int64_t kdim = 64, n = 5, experts = 4, k = 2, t = 3;
+    const int64_t kdim = dwell_dtype_block_elems(dtype) == DWELL_QK_K ? 256 : 64, n = 5,
+                  experts = 4, k = 2, t = 3;
     TestGraph g;
     const int w = g.tensor(dtype, {kdim, n, experts});
     const int x = per_slot ? g.tensor(DWELL_F32, {kdim, k, t}) : g.tensor(DWELL_F32, {kdim, t});
@@ -104,13 +105,14 @@ void expert_matmul_case(dwell_dtype dtype, bool per_slot) {
 }
 
 TEST(ExpertMatmul, PerTokenInputEveryDtype) {
-    for (dwell_dtype t : {DWELL_F32, DWELL_F16, DWELL_BF16, DWELL_Q8_0, DWELL_Q4_0}) {
+    for (dwell_dtype t : test::kWeightDtypes) {
         expert_matmul_case(t, false);
     }
 }
 
 TEST(ExpertMatmul, PerSlotInput) {
     expert_matmul_case(DWELL_Q4_0, true);
+    expert_matmul_case(DWELL_Q5_K, true);
     expert_matmul_case(DWELL_F32, true);
 }
 

@@ -53,12 +53,13 @@ TEST(WeightRows, HalfAndBfloatKnownValues) {
 }
 
 TEST(WeightRows, DequantizeMatchesReferenceDecoderForEveryDtype) {
-    for (dwell_dtype t : {DWELL_F32, DWELL_F16, DWELL_BF16, DWELL_Q8_0, DWELL_Q4_0}) {
-        const auto row = random_weight_rows(t, 160, 1, 7);
-        const auto ref = ref_decode_row(t, row.data(), 160);
-        std::vector<float> out(160);
-        dequantize_row(t, row.data(), out.data(), 160);
-        for (int i = 0; i < 160; ++i) {
+    for (dwell_dtype t : test::kWeightDtypes) {
+        const int64_t n = dwell_dtype_block_elems(t) == DWELL_QK_K ? 512 : 160;
+        const auto row = random_weight_rows(t, n, 1, 7);
+        const auto ref = ref_decode_row(t, row.data(), n);
+        std::vector<float> out(static_cast<size_t>(n));
+        dequantize_row(t, row.data(), out.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
             EXPECT_EQ(out[static_cast<size_t>(i)], static_cast<float>(ref[static_cast<size_t>(i)]))
                 << dwell_dtype_name(t) << " element " << i;
         }
@@ -66,8 +67,9 @@ TEST(WeightRows, DequantizeMatchesReferenceDecoderForEveryDtype) {
 }
 
 TEST(WeightRows, DotMatchesDoubleReferenceForEveryDtype) {
-    for (dwell_dtype t : {DWELL_F32, DWELL_F16, DWELL_BF16, DWELL_Q8_0, DWELL_Q4_0}) {
-        for (int64_t n : {32, 96, 160}) {
+    for (dwell_dtype t : test::kWeightDtypes) {
+        for (int64_t n : {32, 96, 160, 256, 768}) {
+            if (n % dwell_dtype_block_elems(t) != 0) continue;
             const auto row = random_weight_rows(t, n, 1, static_cast<uint32_t>(n));
             const auto x = random_floats(static_cast<size_t>(n), 99);
             const auto w = ref_decode_row(t, row.data(), n);
