@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config ccache binutils
   libboost-dev libboost-program-options-dev
-  libspdlog-dev libfmt-dev libzstd-dev libsentencepiece-dev libtomlplusplus-dev
+  libspdlog-dev libfmt-dev libzstd-dev libxxhash-dev libsentencepiece-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev
 )
 

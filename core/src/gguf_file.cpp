@@ -237,17 +237,24 @@ std::optional<int64_t> load_integer(GgufType t, const uint8_t* p) {
 // ---------------------------------------------------------------------------
 // Memory mapping
 
+// The bytes being parsed: a read-only file mapping, or a buffer handed to
+// GgufFile::from_bytes (a pack's metadata blob). A moved-from vector keeps its
+// buffer, so pointers into either form stay valid when the Mapping moves.
 class Mapping {
 public:
     Mapping() = default;
     Mapping(const void* addr, size_t size) : addr_(addr), size_(size) {}
+    explicit Mapping(std::vector<uint8_t> bytes) : owned_(std::move(bytes)) {}
     Mapping(Mapping&& o) noexcept
-        : addr_(std::exchange(o.addr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+        : addr_(std::exchange(o.addr_, nullptr)),
+          size_(std::exchange(o.size_, 0)),
+          owned_(std::move(o.owned_)) {}
     Mapping& operator=(Mapping&& o) noexcept {
         if (this != &o) {
             reset();
             addr_ = std::exchange(o.addr_, nullptr);
             size_ = std::exchange(o.size_, 0);
+            owned_ = std::move(o.owned_);
         }
         return *this;
     }
@@ -255,17 +262,21 @@ public:
     Mapping& operator=(const Mapping&) = delete;
     ~Mapping() { reset(); }
 
-    const uint8_t* data() const { return static_cast<const uint8_t*>(addr_); }
-    size_t size() const { return size_; }
+    const uint8_t* data() const {
+        return addr_ != nullptr ? static_cast<const uint8_t*>(addr_) : owned_.data();
+    }
+    size_t size() const { return addr_ != nullptr ? size_ : owned_.size(); }
 
 private:
     void reset() {
         if (addr_ != nullptr) munmap(const_cast<void*>(addr_), size_);
         addr_ = nullptr;
         size_ = 0;
+        owned_.clear();
     }
     const void* addr_ = nullptr;
     size_t size_ = 0;
+    std::vector<uint8_t> owned_;
 };
 
 class Fd {
@@ -647,6 +658,15 @@ GgufFile GgufFile::open(const std::filesystem::path& path, const GgufLimits& lim
     auto impl = std::make_unique<Impl>();
     impl->path = path;
     impl->map = map_file(path);
+    parse(*impl, limits);
+    return GgufFile(std::move(impl));
+}
+
+GgufFile GgufFile::from_bytes(std::vector<uint8_t> bytes, const std::filesystem::path& display_name,
+                              const GgufLimits& limits) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = display_name;
+    impl->map = Mapping(std::move(bytes));
     parse(*impl, limits);
     return GgufFile(std::move(impl));
 }

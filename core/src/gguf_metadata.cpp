@@ -1,7 +1,8 @@
 // Adapts GgufFile to the plugin ABI's dwell_metadata table.
 #include <algorithm>
+#include <optional>
 
-#include "dwell/core/model.hpp"
+#include "dwell/core/gguf_file.hpp"
 
 namespace dwell {
 

@@ -48,6 +48,8 @@ const dwell_graph& Graph::c_graph() {
     c_graph_.tensors = c_tensors_.data();
     c_graph_.n_nodes = static_cast<int32_t>(nodes.size());
     c_graph_.nodes = nodes.data();
+    c_graph_.tensor_stride = sizeof(dwell_tensor);
+    c_graph_.node_stride = sizeof(dwell_node);
     return c_graph_;
 }
 

@@ -45,6 +45,26 @@ int32_t guarded(void* self, F&& f) {
     }
 }
 
+// Element count of a shape from a plugin, or a throw: every dimension in
+// 1..2^32 and the product within 2^48, so no size computed from it wraps.
+int64_t checked_elements(std::span<const int64_t> ne, const std::string& what) {
+    constexpr int64_t kMaxDim = int64_t{1} << 32, kMaxElements = int64_t{1} << 48;
+    int64_t n = 1;
+    for (int64_t d : ne) {
+        if (d < 1 || d > kMaxDim) {
+            throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: " + what + " has a dimension of " +
+                                                        std::to_string(d) + " (allowed 1.." +
+                                                        std::to_string(kMaxDim) + ")");
+        }
+        if (n > kMaxElements / d) {
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        "graph: " + what + " has more than 2^48 elements");
+        }
+        n *= d;
+    }
+    return n;
+}
+
 }  // namespace
 
 GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup caches)
@@ -134,11 +154,7 @@ int32_t GraphBuilder::input(std::string_view name, dwell_dtype dtype, std::span<
         throw Error(DWELL_ERR_INVALID_ARGUMENT,
                     "graph: input '" + std::string(name) + "' declared twice");
     }
-    for (int64_t d : ne) {
-        if (d <= 0)
-            throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                        "graph: input '" + std::string(name) + "' has a dimension <= 0");
-    }
+    checked_elements(ne, "input '" + std::string(name) + "'");
     if (dwell_row_bytes(dtype, ne[0]) == 0) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT,
                     "graph: input '" + std::string(name) + "' of " + std::to_string(ne[0]) + " " +
@@ -177,24 +193,27 @@ int32_t GraphBuilder::reshape(int32_t tensor, std::span<const int64_t> ne) {
     if (!dwell_tensor_is_contiguous(&src)) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: reshape of a non-contiguous tensor");
     }
-    int64_t n = 1;
-    for (int64_t d : ne) n *= d;
+    const int64_t n = checked_elements(ne, "reshape");
     if (n != dwell_tensor_nelements(&src)) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: reshape of " + shape_str(src) +
                                                     " to a shape with " + std::to_string(n) +
                                                     " elements");
+    }
+    // A row-format row is one self-contained stream (group headers inside),
+    // so its bytes only mean something cut at the same row length.
+    if (dwell_dtype_is_row_format(src.dtype) && ne[0] != src.ne[0]) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "graph: reshape of " + shape_str(src) + " must keep its rows of " +
+                        std::to_string(src.ne[0]) + " values, got " + std::to_string(ne[0]));
     }
     dwell_tensor t = make_tensor(src.dtype, static_cast<int32_t>(ne.size()), ne.data());
     if (t.nb[1] == 0)
         throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: reshape splits a quantized block");
     t.data = src.data;
     const int32_t root = graph_.storage_of(tensor);
-    const TensorRole root_role = graph_.slots[root].role;
     int32_t id = graph_.add_tensor(t, TensorRole::View, "");
     graph_.slots[id].view_of = root;
     graph_.slots[id].producer = graph_.slots[tensor].producer;
-    // A view of a leaf is still a leaf for placement purposes.
-    (void)root_role;
     return id;
 }
 
@@ -305,6 +324,14 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
             }
             if (!is_vector(pos) || pos.ne[0] != q.ne[2])
                 fail(op, "positions must have one entry per token");
+            // The op writes into inputs 3 and 4: they must be two distinct
+            // KV caches, never weights (read-only mappings) or activations.
+            const int32_t kc_root = graph_.storage_of(in[3]), vc_root = graph_.storage_of(in[4]);
+            if (graph_.slots[kc_root].role != TensorRole::Cache ||
+                graph_.slots[vc_root].role != TensorRole::Cache ||
+                graph_.slots[kc_root].tensor.data == graph_.slots[vc_root].tensor.data) {
+                fail(op, "inputs 3 and 4 must be the layer's K and V caches (from kv_cache())");
+            }
             return make_tensor(DWELL_F32, q.n_dims, q.ne);
         }
         case DWELL_OP_TOPK: {

@@ -127,8 +127,9 @@ private:
     void check_keys(const toml::table& t, const std::string& section, const Names& allowed,
                     bool sections = false) const {
         const toml::key* first = nullptr;
-        for (auto&& [k, v] : t) {
-            (void)v;
+        for (auto&& entry : t) {
+            // Not a structured binding: clang before 16 cannot capture one in a lambda.
+            const toml::key& k = entry.first;
             const bool known = std::any_of(std::begin(allowed), std::end(allowed),
                                            [&](std::string_view a) { return k.str() == a; });
             if (known) continue;

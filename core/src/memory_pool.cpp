@@ -124,7 +124,15 @@ void* MemoryPool::take_pages(size_t n_pages, std::string_view what) {
 }
 
 PoolBuffer MemoryPool::allocate(size_t bytes, std::string_view what) {
-    const size_t n_pages = std::max<size_t>(1, (bytes + page_size_ - 1) / page_size_);
+    // bytes / page + remainder: the usual (bytes + page - 1) / page wraps near SIZE_MAX.
+    const size_t n_pages = std::max<size_t>(1, bytes / page_size_ + (bytes % page_size_ != 0));
+    if (n_pages > (uint64_t{1} << 40) / page_size_) {
+        std::lock_guard lock(mutex_);
+        ++stats_.failed_allocations;
+        throw Error(
+            DWELL_ERR_OUT_OF_MEMORY,
+            std::string(what) + " asks for " + format_bytes(bytes) + ", more than any device has");
+    }
     std::lock_guard lock(mutex_);
     void* p = take_pages(n_pages, what);
     stats_.used_bytes += uint64_t{n_pages} * page_size_;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "dwell/core/error.hpp"
@@ -15,6 +16,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+std::string plugin_error(const dwell_model_plugin* api, dwell_model* handle) {
+    const char* e = api->last_error ? api->last_error(handle) : nullptr;
+    return e && *e ? e : "no message";
+}
+
 std::string shape_str(int32_t n_dims, const int64_t* ne) {
     std::string s = "[";
     for (int i = 0; i < n_dims; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
@@ -23,27 +29,29 @@ std::string shape_str(int32_t n_dims, const int64_t* ne) {
 
 }  // namespace
 
-Model::Model(GgufFile file, std::shared_ptr<LoadedPlugin> plugin)
-    : file_(std::move(file)), plugin_(std::move(plugin)) {}
+Model::Model(std::unique_ptr<ModelSource> source, std::shared_ptr<LoadedPlugin> plugin)
+    : source_(std::move(source)), plugin_(std::move(plugin)) {}
 
 Model::~Model() {
     if (handle_) plugin_->model()->destroy(handle_);
 }
 
 std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
-    GgufFile file = GgufFile::open(path);
-    auto arch = file.get_string("general.architecture");
-    if (!arch) {
+    std::unique_ptr<ModelSource> source = open_model_source(path);
+    const dwell_metadata& meta = source->metadata();
+    const char* arch_text = nullptr;
+    size_t arch_len = 0;
+    if (!meta.get_string(meta.self, "general.architecture", &arch_text, &arch_len)) {
         throw Error(
             DWELL_ERR_CORRUPT,
             path.string() + ": metadata key general.architecture is missing or not a string");
     }
-    auto plugin = runtime.model_plugin_for(std::string(*arch), path);
-    std::shared_ptr<Model> model(new Model(std::move(file), plugin));  // private constructor
-    model->architecture_ = std::string(*arch);
+    const std::string arch(arch_text, arch_len);
+    auto plugin = runtime.model_plugin_for(arch, path);
+    std::shared_ptr<Model> model(new Model(std::move(source), plugin));  // private constructor
+    model->architecture_ = arch;
     const dwell_model_plugin* api = plugin->model();
 
-    dwell_metadata meta = gguf_metadata(model->file_);
     char error[512] = {0};
     const dwell_status st =
         api->create(&meta, runtime.host_services(), &model->handle_, error, sizeof error);
@@ -57,29 +65,51 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
     if (api->get_info(model->handle_, &model->info_) != DWELL_OK) {
         throw Error(DWELL_ERR_INTERNAL, path.string() +
                                             ": the model plugin could not describe the model: " +
-                                            api->last_error(model->handle_));
+                                            plugin_error(api, model->handle_));
+    }
+    const auto& mi = model->info_;
+    if (mi.n_vocab <= 0 || mi.n_vocab > (int64_t{1} << 24) || mi.n_layer <= 0 ||
+        mi.n_layer > 4096 || mi.kv_width <= 0 || mi.kv_width > (int64_t{1} << 24) ||
+        mi.n_ctx_train < 0) {
+        throw Error(DWELL_ERR_CORRUPT, path.string() + ": the " + plugin->name() +
+                                           " model plugin describes an impossible model (vocab " +
+                                           std::to_string(mi.n_vocab) + ", " +
+                                           std::to_string(mi.n_layer) + " layers, KV width " +
+                                           std::to_string(mi.kv_width) + ")");
     }
 
     // Bind every declared tensor to the file's data, checking shape and type.
     struct Collected {
         std::vector<dwell_tensor_decl> decls;
         std::vector<std::string> names;
+        bool failed = false;
     } collected;
-    auto collect = [](void* user, const dwell_tensor_decl* decl) {
+    // Called from plugin code: nothing may throw through it, and only the
+    // fields the plugin's struct_size covers are read.
+    auto collect = [](void* user, const dwell_tensor_decl* decl) noexcept {
         auto* c = static_cast<Collected*>(user);
-        if (!decl || !decl->name) return;
-        c->decls.push_back(*decl);
-        c->names.emplace_back(decl->name);
+        if (!decl || !DWELL_HAS_FIELD(decl, dwell_tensor_decl, required) || !decl->name) {
+            c->failed = true;
+            return;
+        }
+        try {
+            dwell_tensor_decl copy{};
+            std::memcpy(&copy, decl, std::min<size_t>(decl->struct_size, sizeof copy));
+            c->decls.push_back(copy);
+            c->names.emplace_back(decl->name);
+        } catch (...) {
+            c->failed = true;
+        }
     };
-    if (api->declare_tensors(model->handle_, collect, &collected) != DWELL_OK) {
+    if (api->declare_tensors(model->handle_, collect, &collected) != DWELL_OK || collected.failed) {
         throw Error(DWELL_ERR_INTERNAL, path.string() +
                                             ": the model plugin could not list its tensors: " +
-                                            api->last_error(model->handle_));
+                                            plugin_error(api, model->handle_));
     }
     for (size_t i = 0; i < collected.decls.size(); ++i) {
         const auto& decl = collected.decls[i];
         const std::string& name = collected.names[i];
-        const auto* t = model->file_.find_tensor(name);
+        const SourceTensor* t = model->source_->find_tensor(name);
         if (!t) {
             if (decl.required) {
                 throw Error(DWELL_ERR_CORRUPT, path.string() + ": tensor '" + name +
@@ -102,8 +132,7 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
         }
         if (t->dtype == DWELL_DTYPE_COUNT || dwell_dtype_block_bytes(t->dtype) == 0) {
             throw Error(DWELL_ERR_UNSUPPORTED,
-                        path.string() + ": tensor '" + name + "' has type " +
-                            ggml_type_name(t->ggml_type) +
+                        path.string() + ": tensor '" + name + "' has type " + t->type_name +
                             ", which this dwell version cannot run (supported: f32, f16, "
                             "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K)");
         }
@@ -122,7 +151,7 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
         if (inserted) model->weight_bytes_ += t->size;
     }
 
-    model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(model->file_));
+    model->tokenizer_ = std::make_unique<Tokenizer>(model->source_->tokenizer());
     if (model->tokenizer_->n_vocab() != model->info_.n_vocab) {
         throw Error(DWELL_ERR_CORRUPT, path.string() + ": the vocabulary has " +
                                            std::to_string(model->tokenizer_->n_vocab()) +
@@ -142,13 +171,14 @@ const dwell_tensor* Model::weight(std::string_view name) const {
 
 void Model::build_graph(GraphBuilder& builder, const dwell_batch& batch) const {
     const dwell_model_plugin* api = plugin_->model();
+    std::lock_guard lock(build_mutex_);
     const dwell_status st = api->build_graph(handle_, builder.c_builder(), &batch);
     if (st != DWELL_OK) {
-        const char* e = api->last_error(handle_);
-        throw Error(st, "the " + plugin_->name() + " model plugin failed to build the graph: " +
-                            (e && *e ? e
-                                     : (builder.last_error().empty() ? dwell_status_name(st)
-                                                                     : builder.last_error())));
+        std::string why = plugin_error(api, handle_);
+        if (why == "no message")
+            why = builder.last_error().empty() ? dwell_status_name(st) : builder.last_error();
+        throw Error(st, path().string() + ": the " + plugin_->name() +
+                            " model plugin failed to build the graph: " + why);
     }
 }
 

@@ -34,6 +34,42 @@ const dwell_model_plugin* LoadedPlugin::model() const {
                : nullptr;
 }
 
+namespace {
+
+// Every function of the 1.0 tables is required; a table that is too short
+// or has NULL entries would otherwise be called through garbage.
+std::string missing_functions(const dwell_plugin_info& info) {
+    std::string missing;
+    auto need = [&](bool present, const char* name) {
+        if (!present) missing += (missing.empty() ? "" : ", ") + std::string(name);
+    };
+#define DWELL_NEED(table, type, fn) need(DWELL_HAS_FIELD(table, type, fn) && (table)->fn, #fn)
+    if (const dwell_backend_plugin* b =
+            info.kind == DWELL_PLUGIN_BACKEND ? info.backend : nullptr) {
+        DWELL_NEED(b, dwell_backend_plugin, device_count);
+        DWELL_NEED(b, dwell_backend_plugin, device_info);
+        DWELL_NEED(b, dwell_backend_plugin, last_error);
+        DWELL_NEED(b, dwell_backend_plugin, context_create);
+        DWELL_NEED(b, dwell_backend_plugin, context_destroy);
+        DWELL_NEED(b, dwell_backend_plugin, context_last_error);
+        DWELL_NEED(b, dwell_backend_plugin, supports_op);
+        DWELL_NEED(b, dwell_backend_plugin, graph_compute);
+    }
+    if (const dwell_model_plugin* m = info.kind == DWELL_PLUGIN_MODEL ? info.model : nullptr) {
+        DWELL_NEED(m, dwell_model_plugin, architectures);
+        DWELL_NEED(m, dwell_model_plugin, create);
+        DWELL_NEED(m, dwell_model_plugin, destroy);
+        DWELL_NEED(m, dwell_model_plugin, last_error);
+        DWELL_NEED(m, dwell_model_plugin, get_info);
+        DWELL_NEED(m, dwell_model_plugin, declare_tensors);
+        DWELL_NEED(m, dwell_model_plugin, build_graph);
+    }
+#undef DWELL_NEED
+    return missing;
+}
+
+}  // namespace
+
 std::string PluginLoader::file_name_for(std::string_view plugin_name) {
     return "libdwell-" + std::string(plugin_name) + ".so";
 }
@@ -96,13 +132,19 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& path) {
         std::string why = info.error ? info.error : dwell_status_name(st);
         throw Error(st, "plugin " + path.string() + " refused to initialise: " + why);
     }
-    if (!info.name || (info.kind != DWELL_PLUGIN_BACKEND && info.kind != DWELL_PLUGIN_MODEL) ||
-        (info.kind == DWELL_PLUGIN_BACKEND && !info.backend) ||
+    // struct_size now says how much the plugin filled in.
+    const bool described = DWELL_HAS_FIELD(&info, dwell_plugin_info, model) && info.name &&
+                           (info.kind == DWELL_PLUGIN_BACKEND || info.kind == DWELL_PLUGIN_MODEL);
+    if (!described || (info.kind == DWELL_PLUGIN_BACKEND && !info.backend) ||
         (info.kind == DWELL_PLUGIN_MODEL && !info.model)) {
         throw Error(
             DWELL_ERR_INVALID_ARGUMENT,
             "plugin " + path.string() +
                 " returned an incomplete description (name, kind or interface table missing)");
+    }
+    if (const std::string missing = missing_functions(info); !missing.empty()) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "plugin " + path.string() + " lacks required ABI " +
+                                                    host_abi + " functions: " + missing);
     }
     auto plugin = std::make_shared<LoadedPlugin>(std::move(lib), canonical, info);
     loaded_.emplace(canonical, plugin);

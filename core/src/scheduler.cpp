@@ -23,8 +23,9 @@ std::string layer_range(const std::set<int32_t>& layers) {
         const int32_t first = *it;
         int32_t last = first;
         while (++it != layers.end() && *it == last + 1) ++last;
-        s += (s.empty() ? "layers " : ", ") + std::to_string(first) +
-             (last > first ? "-" + std::to_string(last) : "");
+        // Appends, not operator+ chains: GCC 12 warns falsely (-Wrestrict) on those.
+        s.append(s.empty() ? "layers " : ", ").append(std::to_string(first));
+        if (last > first) s.append("-").append(std::to_string(last));
     }
     // Nodes outside any layer: the embedding lookup and the output head.
     if (layers.count(-1)) s += s.empty() ? "embedding/output" : " + embedding/output";
@@ -58,17 +59,25 @@ Placement Scheduler::place(Graph& graph) const {
         for (size_t b = 0; b < backends_.size(); ++b) {
             const Backend& be = *backends_[b];
             if (!allowed(be, node)) continue;
-            if (be.api().supports_op(be.context(), &cg, static_cast<int32_t>(i))) {
-                p.node_backend[i] = static_cast<int32_t>(b);
-                break;
+            std::string reason;
+            {
+                std::lock_guard lock(be.mutex());
+                if (be.api().supports_op(be.context(), &cg, static_cast<int32_t>(i))) {
+                    p.node_backend[i] = static_cast<int32_t>(b);
+                    break;
+                }
+                reason = be.last_error();
             }
             if (strict_) {
-                throw Error(DWELL_ERR_UNSUPPORTED,
-                            "strict placement: " + node_str(node, static_cast<int32_t>(i)) +
-                                " is not supported by " + be.label() +
-                                " and strict mode forbids falling back");
+                throw Error(
+                    DWELL_ERR_UNSUPPORTED,
+                    "strict placement: " + node_str(node, static_cast<int32_t>(i)) +
+                        " is not supported by " + be.label() +
+                        (reason.empty() || reason == "no message" ? "" : " (" + reason + ")") +
+                        " and strict mode forbids falling back");
             }
-            declined += (declined.empty() ? "" : ", ") + be.label();
+            declined += (declined.empty() ? "" : ", ") + be.label() +
+                        (reason.empty() || reason == "no message" ? "" : ": " + reason);
         }
         if (p.node_backend[i] < 0) {
             throw Error(DWELL_ERR_UNSUPPORTED,
@@ -98,6 +107,7 @@ void Scheduler::run(Graph& graph, const Placement& placement) const {
         const Backend& be = *backends_[split.backend];
         ids.clear();
         for (int32_t n = split.first_node; n < split.end_node; ++n) ids.push_back(n);
+        std::unique_lock lock(be.mutex());
         const dwell_status st = be.api().graph_compute(be.context(), &cg, ids.data(), ids.size());
         if (st != DWELL_OK) {
             throw Error(st, be.label() + " failed on nodes " + std::to_string(split.first_node) +

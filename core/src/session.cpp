@@ -7,9 +7,11 @@
 
 #include "dwell/core/activation_plan.hpp"
 #include "dwell/core/error.hpp"
+#include "dwell/core/format_bytes.hpp"
 #include "dwell/core/graph_builder.hpp"
 #include "dwell/core/model.hpp"
 #include "dwell/core/runtime.hpp"
+#include "dwell/core/system_memory.hpp"
 
 namespace dwell {
 
@@ -21,10 +23,66 @@ std::vector<Backend*> backend_list(const Runtime& rt) {
     return out;
 }
 
+// Without --ctx a session gets the model's training context, capped: a
+// 128K-context model would otherwise reserve tens of GiB of KV cache.
+constexpr int64_t kDefaultMaxContext = 4096;
+
 int32_t context_size(const Model& model, int32_t requested) {
+    if (requested < 0) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "--ctx " + std::to_string(requested) +
+                        " is not a context size (use a positive number)");
+    }
     const int64_t train = model.info().n_ctx_train > 0 ? model.info().n_ctx_train : 2048;
-    if (requested < 0) throw Error(DWELL_ERR_INVALID_ARGUMENT, "context size must be positive");
-    return requested > 0 ? requested : static_cast<int32_t>(std::min<int64_t>(train, 1 << 20));
+    if (requested > 0) return requested;
+    const int64_t n = std::min(train, kDefaultMaxContext);
+    if (n < train) {
+        spdlog::info("context: {} tokens (the model was trained for {}; raise with --ctx)", n,
+                     train);
+    }
+    return static_cast<int32_t>(n);
+}
+
+// Refuses a KV cache that cannot fit before any page is touched, so an
+// absurd context fails with a message instead of an OOM kill later.
+void check_kv_fits(const Model& model, int64_t n_ctx, dwell_dtype dtype, const MemoryPool& pool) {
+    const auto& info = model.info();
+    const uint64_t elem = dwell_dtype_block_bytes(dtype);
+    if (info.n_layer <= 0 || info.kv_width <= 0 || elem == 0) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    model.path().string() + ": the model plugin reports " +
+                        std::to_string(info.n_layer) + " layers of KV width " +
+                        std::to_string(info.kv_width));
+    }
+    uint64_t bytes = 0;
+    const bool wraps =
+        __builtin_mul_overflow(static_cast<uint64_t>(info.kv_width), elem, &bytes) ||
+        __builtin_mul_overflow(bytes, static_cast<uint64_t>(n_ctx), &bytes) ||
+        __builtin_mul_overflow(bytes, static_cast<uint64_t>(info.n_layer) * 2, &bytes);
+    const uint64_t available = pool.budget_bytes() ? pool.budget_bytes() : available_memory_bytes();
+    if (wraps || (available && bytes > available)) {
+        throw Error(
+            DWELL_ERR_OUT_OF_MEMORY,
+            "the KV cache for " + std::to_string(n_ctx) + " tokens needs " +
+                (wraps ? std::string("more than 2^64 bytes") : format_bytes(bytes)) + " but " +
+                format_bytes(available) +
+                (pool.budget_bytes() ? " is the memory budget" : " of memory is available") +
+                ": use a smaller --ctx or --kv-type f16");
+    }
+}
+
+KvCache make_kv_cache(Runtime& runtime, const Model& model, int32_t n_ctx,
+                      std::optional<dwell_dtype> requested) {
+    const dwell_dtype dtype = requested.value_or(runtime.manifest().kv.dtype);
+    if (dtype != DWELL_F16 && dtype != DWELL_F32) {
+        throw Error(DWELL_ERR_UNSUPPORTED,
+                    std::string("KV-cache type ") + dwell_dtype_name(dtype) + " (from " +
+                        (requested ? std::string("--kv-type")
+                                   : "[kv] dtype in " + runtime.manifest().source.string()) +
+                        ") is not supported yet: use f16 or f32");
+    }
+    check_kv_fits(model, n_ctx, dtype, runtime.pool());
+    return KvCache(runtime.pool(), model.info().n_layer, model.info().kv_width, n_ctx, dtype);
 }
 
 }  // namespace
@@ -35,8 +93,7 @@ Session::Session(Runtime& runtime, std::shared_ptr<const Model> model,
       model_(std::move(model)),
       n_ctx_(context_size(*model_, options.n_ctx)),
       n_batch_(std::max(1, options.n_batch)),
-      kv_(runtime.pool(), model_->info().n_layer, model_->info().kv_width, n_ctx_,
-          options.kv_dtype.value_or(runtime.manifest().kv.dtype)),
+      kv_(make_kv_cache(runtime, *model_, n_ctx_, options.kv_dtype)),
       scheduler_(backend_list(runtime), runtime.strict()) {}
 
 std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all_logits) {

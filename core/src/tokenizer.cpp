@@ -413,7 +413,10 @@ Tokenizer Tokenizer::from_model_file(const std::filesystem::path& path) {
     const std::string serialized{std::istreambuf_iterator<char>(in),
                                  std::istreambuf_iterator<char>()};
     if (in.bad()) throw Error(DWELL_ERR_IO, source + ": cannot read sentencepiece model");
+    return from_serialized_model(serialized, source);
+}
 
+Tokenizer Tokenizer::from_serialized_model(std::string_view serialized, const std::string& source) {
     auto impl = std::make_unique<Impl>();
     impl->source = source;
     const std::string patched = with_llama_normalizer(serialized, source, &impl->add_dummy_prefix);
@@ -426,6 +429,10 @@ Tokenizer Tokenizer::from_model_file(const std::filesystem::path& path) {
     impl->unk = impl->sp.unk_id();
     impl->index_pieces();
     return Tokenizer(std::move(impl));
+}
+
+std::string Tokenizer::serialized_model() const {
+    return impl_->sp.serialized_model_proto();
 }
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& file) {

@@ -12,7 +12,7 @@ void add_runtime_options(po::options_description& desc, CommonArgs& args) {
     desc.add_options()
         ("manifest", po::value(&args.manifest), "device manifest (TOML); default: the one matching this device")
         ("threads,t", po::value(&args.threads), "CPU threads (default: the manifest's [cpu] threads, else all cores)")
-        ("memory-budget", po::value(&args.memory_budget_mb), "memory budget in MiB (overrides [memory] budget_mb)")
+        ("memory-budget", po::value(&args.memory_budget_mb), "memory budget in MiB, 0 for none (overrides [memory] budget_mb)")
         ("strict", po::bool_switch(&args.strict), "fail instead of falling back to a lower-priority backend")
         ("verbose,v", po::value<int>(&args.verbosity)->implicit_value(1)->zero_tokens(), "log placement and loading (-v)");
     // clang-format on
@@ -21,9 +21,19 @@ void add_runtime_options(po::options_description& desc, CommonArgs& args) {
 RuntimeOptions runtime_options(const CommonArgs& args) {
     RuntimeOptions o;
     if (!args.manifest.empty()) o.manifest = args.manifest;
+    if (args.threads < 0 || args.threads > 1024) {
+        throw po::error("--threads " + std::to_string(args.threads) +
+                        " is out of range (1..1024, or 0 for all cores)");
+    }
     o.threads = args.threads;
-    if (args.memory_budget_mb >= 0)
+    if (args.memory_budget_mb != -1) {
+        // 2^30 MiB = 1 PiB: anything larger is a typo, and << 20 must not wrap.
+        if (args.memory_budget_mb < 0 || args.memory_budget_mb > (int64_t{1} << 30)) {
+            throw po::error("--memory-budget " + std::to_string(args.memory_budget_mb) +
+                            " is out of range (MiB, 0 for no budget)");
+        }
         o.memory_budget_bytes = static_cast<uint64_t>(args.memory_budget_mb) << 20;
+    }
     o.strict = args.strict;
     return o;
 }

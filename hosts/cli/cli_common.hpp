@@ -37,5 +37,7 @@ int run_command(const std::vector<std::string>& args);
 int devices_command(const std::vector<std::string>& args);
 int synth_command(const std::vector<std::string>& args);
 int eval_command(const std::vector<std::string>& args);
+int convert_command(const std::vector<std::string>& args);
+int perplexity_command(const std::vector<std::string>& args);
 
 }  // namespace dwell::cli

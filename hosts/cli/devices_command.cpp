@@ -54,8 +54,9 @@ int devices_command(const std::vector<std::string>& args) {
         if (p->info().description) std::cout << "      " << p->info().description << "\n";
         if (const dwell_model_plugin* mp = p->model()) {
             std::cout << "      architectures:";
-            for (size_t i = 0; i < mp->n_architectures; ++i)
-                std::cout << " " << mp->architectures[i];
+            for (size_t i = 0; i < mp->n_architectures; ++i) {
+                std::cout << " " << (mp->architectures[i] ? mp->architectures[i] : "?");
+            }
             std::cout << "\n";
         }
         if (const dwell_backend_plugin* bp = p->backend()) {

@@ -18,11 +18,12 @@ namespace {
 void usage(std::ostream& out) {
     out << "usage: dwell <command> [options]   (dwell <command> --help for its options)\n\n"
            "commands:\n"
-           "  run      generate text from a prompt and print the speed\n"
-           "  eval     write the logits of every position of a token sequence\n"
-           "  devices  list plugins, devices and what the manifest selected\n"
-           "  synth    write a Llama-shaped GGUF with random weights\n"
-           "  version  print the version\n";
+           "  run         generate text from a prompt and print the speed\n"
+           "  eval        write the logits of every position of a token sequence\n"
+           "  perplexity  measure a model's perplexity on a text file (as llama-perplexity)\n"
+           "  devices     list plugins, devices and what the manifest selected\n"
+           "  synth       write a Llama-shaped GGUF with random weights\n"
+           "  version     print the version\n";
 }
 
 }  // namespace
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {
         if (command == "devices") return dwell::cli::devices_command(args);
         if (command == "synth") return dwell::cli::synth_command(args);
         if (command == "eval") return dwell::cli::eval_command(args);
+        if (command == "convert") return dwell::cli::convert_command(args);
+        if (command == "perplexity") return dwell::cli::perplexity_command(args);
         std::cerr << "dwell: unknown command '" << command << "'\n";
         usage(std::cerr);
         return 2;

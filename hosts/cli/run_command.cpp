@@ -57,19 +57,27 @@ int run_command(const std::vector<std::string>& args) {
 
     const Tokenizer& tok = model->tokenizer();
     const std::vector<int32_t> ids = tok.encode(prompt, true);
-    if (!no_echo) {
+    if (sp.top_k < 0)
+        throw po::error("--top-k " + std::to_string(sp.top_k) + " must be 0 (off) or positive");
+    // The prompt is echoed once its evaluation succeeded, so an error is
+    // never printed glued to it.
+    bool echoed = no_echo;
+    auto echo = [&] {
+        if (echoed) return;
         std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-        std::fflush(stdout);
-    }
+        echoed = true;
+    };
     // With a prompt the continuation keeps its leading space; from BOS alone
     // the first piece's dummy-prefix space is dropped, as in decode().
     StreamDecoder stream(tok, prompt.empty());
     const GenerationStats stats = generate(session, ids, n_predict, sampler, [&](int32_t token) {
+        echo();
         const std::string text = stream.push(token);
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
         return true;
     });
+    echo();
     const std::string rest = stream.finish();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);

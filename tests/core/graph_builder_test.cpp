@@ -23,6 +23,8 @@ protected:
         weights_.emplace("norm", make_tensor(DWELL_F32, 1, norm));
         cache_[0] = make_tensor(DWELL_F16, 2, cache);
         cache_[1] = cache_[0];
+        cache_[0].data = cache_bytes_[0].data();
+        cache_[1].data = cache_bytes_[1].data();
     }
     const dwell_tensor* lookup(std::string_view n) {
         auto it = weights_.find(std::string(n));
@@ -35,6 +37,8 @@ protected:
     Graph graph_;
     std::map<std::string, dwell_tensor> weights_;
     dwell_tensor cache_[2];
+    std::vector<uint8_t> cache_bytes_[2] = {std::vector<uint8_t>(16 * 16 * 2),
+                                            std::vector<uint8_t>(16 * 16 * 2)};
     GraphBuilder builder_;
 };
 
@@ -84,6 +88,11 @@ TEST_F(GraphBuilderTest, ReshapeIsAViewOfTheSameStorage) {
     EXPECT_EQ(graph_.storage_of(v), y);
     const int64_t wrong[2] = {10, 10};
     EXPECT_THROW(builder_.reshape(y, wrong), Error);
+    // Negative dimensions, or ones whose product wraps to the right count.
+    const int64_t negative[3] = {64, -1, -4};
+    EXPECT_THROW(builder_.reshape(y, negative), Error);
+    const int64_t wraps[2] = {256, (int64_t{1} << 58) + 1};
+    EXPECT_THROW(builder_.reshape(y, wraps), Error);
 }
 
 TEST_F(GraphBuilderTest, CBuilderReportsErrorsInsteadOfThrowing) {

@@ -1,5 +1,6 @@
-// CPY: copies rows into the output's dtype. Any pair of F32, F16, BF16,
-// Q8_0, Q4_0 converts through f32 (quantizing like ggml); equal dtypes,
+// CPY: copies rows into the output's dtype. Any weight dtype converts
+// through f32 to F32, F16, BF16, Q8_0, Q4_0 (quantizing like ggml) or to a
+// dwell row format (with the SDK's encoders); equal dtypes,
 // I32 included, copy bytes. Row i of the input goes to row i of the output
 // (both walked in row-major order), so shapes may differ as long as the row
 // length and row count agree.

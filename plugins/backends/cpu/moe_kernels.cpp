@@ -7,6 +7,8 @@
 // the forms coincide only when k == 1, where they mean the same.
 #include <algorithm>
 
+#include "activation_quant.hpp"
+#include "integer_dot.hpp"
 #include "kernels.hpp"
 #include "tensor_access.hpp"
 #include "weight_rows.hpp"
@@ -77,6 +79,20 @@ void run_expert_matmul(const NodeArgs& a, ThreadPool& pool) {
         }
     }
 
+    // Each x row is converted to the weight dtype's activation format once,
+    // not once per expert row that reads it (an f32 copy when no conversion
+    // is needed, small next to the dots).
+    const int64_t x_rows = per_slot ? n_tokens * k : n_tokens;
+    ActivationRows acts(activation_format(w.dtype), kdim, x_rows);
+    pool.parallel_for(
+        x_rows,
+        [&](int64_t begin, int64_t end) {
+            for (int64_t r = begin; r < end; ++r) {
+                acts.set(r, per_slot ? f32_row(x, r % k, r / k) : f32_row(x, r));
+            }
+        },
+        std::max<int64_t>(1, 16384 / kdim));
+
     // Items are (token, slot, output row), output rows fastest, so a range
     // walks one expert's weight rows in order.
     pool.parallel_for(
@@ -88,8 +104,9 @@ void run_expert_matmul(const NodeArgs& a, ThreadPool& pool) {
                 const int64_t i = slot % k;
                 const int64_t t = slot / k;
                 const int32_t expert = i32_row(ids, t)[i];
-                const float* xrow = per_slot ? f32_row(x, i, t) : f32_row(x, t);
-                f32_row(out, i, t)[n] = dot_row(w.dtype, row_at(w, n, expert), xrow, kdim);
+                const void* xrow = acts.row(per_slot ? slot : t);
+                f32_row(out, i, t)[n] =
+                    dot_row_prepared(w.dtype, acts.format(), row_at(w, n, expert), xrow, kdim);
             }
         },
         std::max<int64_t>(1, 16384 / kdim));

@@ -145,7 +145,7 @@ OpVerdict check_node_impl(const dwell_graph* graph, int32_t node_index, bool nee
     if (node_index < 0 || node_index >= graph->n_nodes) {
         return invalid("node index " + std::to_string(node_index) + " is out of range");
     }
-    const dwell_node& node = graph->nodes[node_index];
+    const dwell_node& node = *dwell_graph_node(graph, node_index);
     const int32_t op = raw_enum(&node.op);
     const KernelEntry entry = kernel_for(op);
     if (entry.run == nullptr) return unsupported(op_label(op) + " is not implemented");
@@ -155,7 +155,7 @@ OpVerdict check_node_impl(const dwell_graph* graph, int32_t node_index, bool nee
     }
 
     auto tensor_at = [&](int32_t id) -> const dwell_tensor* {
-        return (id >= 0 && id < graph->n_tensors) ? &graph->tensors[id] : nullptr;
+        return dwell_graph_tensor(graph, id);
     };
     NodeArgs args;
     args.node = &node;
@@ -211,7 +211,7 @@ OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_
             }
         } else if (graph != nullptr && DWELL_HAS_FIELD(graph, dwell_graph, nodes) &&
                    graph->nodes != nullptr && id >= 0 && id < graph->n_nodes) {
-            where += " (" + op_label(raw_enum(&graph->nodes[id].op)) + ")";
+            where += " (" + op_label(raw_enum(&dwell_graph_node(graph, id)->op)) + ")";
         }
         if (problem) {
             problem->message = where + ": " + problem->message;

@@ -34,6 +34,9 @@ bool is_storable_dtype(dwell_dtype t) {
         case DWELL_BF16:
         case DWELL_Q8_0:
         case DWELL_Q4_0:
+        case DWELL_I4_G:
+        case DWELL_I6_G:
+        case DWELL_I8_C:
             return true;
         default:
             return false;
@@ -63,6 +66,15 @@ void store_row(dwell_dtype t, const float* x, void* out, int64_t n) {
             return;
         case DWELL_Q4_0:
             quantize_row_q4_0(x, out, n);
+            return;
+        case DWELL_I4_G:
+            dwell_quantize_row_i4g(x, out, n);
+            return;
+        case DWELL_I6_G:
+            dwell_quantize_row_i6g(x, out, n);
+            return;
+        case DWELL_I8_C:
+            dwell_quantize_row_i8c(x, out, n);
             return;
         default:
             throw std::invalid_argument("store_row: unsupported dtype");

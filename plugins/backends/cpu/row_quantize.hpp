@@ -1,6 +1,8 @@
-// Writing f32 rows into storage dtypes: F32, F16, BF16, Q8_0, Q4_0 and the
-// KV-cache formats. The quantizers follow ggml's reference quantizers so
-// that files and caches we write round exactly as llama.cpp's do.
+// Writing f32 rows into storage dtypes: F32, F16, BF16, Q8_0, Q4_0, the
+// dwell row formats (I4_G, I6_G, I8_C) and the KV-cache formats. The Q8_0
+// and Q4_0 quantizers follow ggml's reference quantizers so that files and
+// caches we write round exactly as llama.cpp's do; the row formats use the
+// SDK's reference encoders, which define them.
 //
 // Thread-safety: pure functions. Ownership: callers own every buffer.
 #pragma once
@@ -24,7 +26,8 @@ void quantize_row_q4_0(const float* x, void* out, int64_t n);
 // True for the dtypes store_row can write.
 bool is_storable_dtype(dwell_dtype t);
 
-// Stores n f32 values as one row of dtype t (n a whole number of blocks).
+// Stores n f32 values as one row of dtype t (n a whole number of blocks; any
+// n for the row formats).
 void store_row(dwell_dtype t, const float* x, void* out, int64_t n);
 
 }  // namespace dwell::cpu

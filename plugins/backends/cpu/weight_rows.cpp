@@ -1,5 +1,6 @@
 #include "weight_rows.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -58,6 +59,35 @@ using Q4_K = SdkFormat<dwell_block_q4_K, DWELL_QK_K, dwell_dequantize_block_q4_K
 using Q5_K = SdkFormat<dwell_block_q5_K, DWELL_QK_K, dwell_dequantize_block_q5_K>;
 using Q6_K = SdkFormat<dwell_block_q6_K, DWELL_QK_K, dwell_dequantize_block_q6_K>;
 
+// I4_G / I6_G: within a group sum(d * q * x + m * x) = d * (q . x) + m * sum(x),
+// so the inner loop works on the raw codes and each group is scaled once.
+float dot_group_row(int bits, const unsigned char* p, const float* x, int64_t n) {
+    uint8_t q[DWELL_GROUP_SIZE];
+    float sum = 0.0f;
+    for (int64_t g = 0; g < n; g += DWELL_GROUP_SIZE) {
+        const int64_t len = std::min<int64_t>(DWELL_GROUP_SIZE, n - g);
+        const float d = dwell_fp16_to_fp32(dwell_load_u16le(p));
+        const float m = dwell_fp16_to_fp32(dwell_load_u16le(p + 2));
+        dwell_unpack_codes(bits, p + 4, q, len);
+        const float* xg = x + g;
+        float qx = 0.0f, sx = 0.0f;
+        for (int64_t i = 0; i < len; ++i) {
+            qx += static_cast<float>(q[i]) * xg[i];
+            sx += xg[i];
+        }
+        sum += d * qx + m * sx;
+        p += 4 + dwell_group_code_bytes(bits, len);
+    }
+    return sum;
+}
+
+float dot_i8c_row(const unsigned char* p, const float* x, int64_t n) {
+    const auto* qs = reinterpret_cast<const int8_t*>(p + 4);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<float>(qs[i]) * x[i];
+    return sum * dwell_load_f32le(p);
+}
+
 }  // namespace
 
 bool is_weight_dtype(dwell_dtype t) {
@@ -73,6 +103,9 @@ bool is_weight_dtype(dwell_dtype t) {
         case DWELL_Q4_K:
         case DWELL_Q5_K:
         case DWELL_Q6_K:
+        case DWELL_I4_G:
+        case DWELL_I6_G:
+        case DWELL_I8_C:
             return true;
         default:
             return false;
@@ -124,6 +157,14 @@ void dequantize_row(dwell_dtype t, const void* row, float* out, int64_t n) {
             return Q5_K::dequantize(p, out, n);
         case DWELL_Q6_K:
             return Q6_K::dequantize(p, out, n);
+        // The row formats need no alignment, so their SDK decoders read the
+        // mapped row in place.
+        case DWELL_I4_G:
+            return dwell_dequantize_row_i4g(p, out, n);
+        case DWELL_I6_G:
+            return dwell_dequantize_row_i6g(p, out, n);
+        case DWELL_I8_C:
+            return dwell_dequantize_row_i8c(p, out, n);
         default:
             throw std::invalid_argument("dequantize_row: not a weight dtype");
     }
@@ -180,6 +221,12 @@ float dot_row(dwell_dtype t, const void* row, const float* x, int64_t n) {
             return Q5_K::dot(p, x, n);
         case DWELL_Q6_K:
             return Q6_K::dot(p, x, n);
+        case DWELL_I4_G:
+            return dot_group_row(4, p, x, n);
+        case DWELL_I6_G:
+            return dot_group_row(6, p, x, n);
+        case DWELL_I8_C:
+            return dot_i8c_row(p, x, n);
         default:
             throw std::invalid_argument("dot_row: not a weight dtype");
     }

@@ -1,5 +1,5 @@
 // Reading rows of weight dtypes (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q4_K, Q5_K, Q6_K) as f32.
+// Q5_1, Q4_K, Q5_K, Q6_K and the dwell row formats I4_G, I6_G, I8_C) as f32.
 //
 // Scalar reference code: correctness and clarity first; SIMD variants can
 // replace these later as long as they match them within rounding.
@@ -16,7 +16,8 @@ namespace dwell::cpu {
 // True for the dtypes a weight row may have.
 bool is_weight_dtype(dwell_dtype t);
 
-// Writes the n values of `row` (n a whole number of blocks) to out as f32.
+// Writes the n values of `row` (n a whole number of blocks; any n for the
+// row formats) to out as f32.
 void dequantize_row(dwell_dtype t, const void* row, float* out, int64_t n);
 
 // sum_k row[k] * x[k] over n elements, accumulated in f32.

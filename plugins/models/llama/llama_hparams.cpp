@@ -37,14 +37,17 @@ HParams read_hparams(const dwell_metadata& m) {
     h.arch.assign(arch, arch_len);
     const std::string p = h.arch + ".";
 
+    // Every value is range-checked as read (int64) before it is narrowed or
+    // multiplied, so hostile metadata cannot wrap into a plausible model.
     h.n_embd = get_int(m, p + "embedding_length", 0, true);
-    h.n_layer = static_cast<int32_t>(get_int(m, p + "block_count", 0, true));
+    const int64_t n_layer = get_int(m, p + "block_count", 0, true);
+    check_range(p + "block_count", n_layer, 1, 4096);
+    h.n_layer = static_cast<int32_t>(n_layer);
     h.n_ff = get_int(m, p + "feed_forward_length", 0, true);
     h.n_head = get_int(m, p + "attention.head_count", 0, true);
     h.n_head_kv = get_int(m, p + "attention.head_count_kv", h.n_head, false);
     h.n_ctx_train = get_int(m, p + "context_length", 2048, false);
     check_range(p + "embedding_length", h.n_embd, 1, 1 << 20);
-    check_range(p + "block_count", h.n_layer, 1, 4096);
     check_range(p + "feed_forward_length", h.n_ff, 1, 1 << 22);
     check_range(p + "attention.head_count", h.n_head, 1, 1 << 14);
     check_range(p + "attention.head_count_kv", h.n_head_kv, 1, h.n_head);
@@ -55,6 +58,7 @@ HParams read_hparams(const dwell_metadata& m) {
                                  std::to_string(h.n_head_kv) + ")");
     }
     h.head_dim = get_int(m, p + "attention.key_length", h.n_embd / h.n_head, false);
+    check_range(p + "attention.key_length", h.head_dim, 2, 1 << 12);
     if (h.head_dim * h.n_head != h.n_embd &&
         !m.get_int(m.self, (p + "attention.key_length").c_str(), nullptr)) {
         throw std::runtime_error(p + "embedding_length (" + std::to_string(h.n_embd) +
@@ -66,8 +70,9 @@ HParams read_hparams(const dwell_metadata& m) {
         throw std::runtime_error(
             p + "attention.value_length differs from key_length, which llama models do not do");
     }
-    h.n_rot = static_cast<int32_t>(get_int(m, p + "rope.dimension_count", h.head_dim, false));
-    check_range(p + "rope.dimension_count", h.n_rot, 2, h.head_dim);
+    const int64_t n_rot = get_int(m, p + "rope.dimension_count", h.head_dim, false);
+    check_range(p + "rope.dimension_count", n_rot, 2, h.head_dim);
+    h.n_rot = static_cast<int32_t>(n_rot);
     if (h.n_rot % 2) throw std::runtime_error(p + "rope.dimension_count must be even");
     h.rms_eps = get_float(m, p + "attention.layer_norm_rms_epsilon", 1e-5f);
     h.rope_freq_base = get_float(m, p + "rope.freq_base", 10000.0f);

@@ -12,9 +12,10 @@
  * Errors: calls return a dwell_status; the message of the last failure is
  * read with last_error (per plugin) or context_last_error (per context).
  *
- * Thread-safety: probe calls and supports_op may be called from any thread.
- * A context is used by one thread at a time; different contexts may run
- * concurrently.
+ * Thread-safety: probe calls may be called from any thread (a plugin keeps
+ * its plugin-wide last_error per thread). supports_op, graph_compute and
+ * context_last_error on one context are called by one thread at a time (the
+ * host serialises them); different contexts may run concurrently.
  * Ownership: the host destroys every context it created before unloading the
  * plugin. Strings returned by info calls belong to the plugin and stay valid
  * until unload; last_error strings until the next call on that object. */
@@ -82,11 +83,13 @@ typedef struct dwell_backend_plugin {
     void (*context_destroy)(dwell_backend_context* ctx);
     const char* (*context_last_error)(dwell_backend_context* ctx);
 
-    /* 1 if the context can run graph->nodes[node] as given, 0 otherwise. */
+    /* 1 if the context can run node `node` as given, 0 otherwise; on 0 the
+     * context's last error says why (the host logs it with the placement).
+     * Tensor data may not be allocated yet when the host asks. */
     int32_t (*supports_op)(dwell_backend_context* ctx, const dwell_graph* graph, int32_t node);
 
-    /* Runs nodes[node_ids[0..n_ids)] in order. Host-memory backends read and
-     * write tensor->data directly. */
+    /* Runs the nodes node_ids[0..n_ids) in order. Host-memory backends read
+     * and write tensor->data directly. */
     dwell_status (*graph_compute)(dwell_backend_context* ctx, const dwell_graph* graph,
                                   const int32_t* node_ids, size_t n_ids);
 } dwell_backend_plugin;

@@ -83,7 +83,9 @@ typedef enum dwell_op {
     DWELL_OP_EXPERT_MATMUL = 16,
     DWELL_OP_MOE_COMBINE = 17,
     DWELL_OP_CPY = 18,
-    DWELL_OP_COUNT = 19
+    DWELL_OP_COUNT = 19,
+    DWELL_OP_MIN_ENUM_ = -0x7fffffff - 1, /* 32 bits; any int32 loads safely */
+    DWELL_OP_MAX_ENUM_ = 0x7fffffff
 } dwell_op;
 
 enum { DWELL_ROPE_NORM = 0, DWELL_ROPE_NEOX = 1 };
@@ -104,7 +106,27 @@ typedef struct dwell_graph {
     dwell_tensor* tensors;
     int32_t n_nodes;
     const dwell_node* nodes;
+    /* Bytes from one element of `tensors` / `nodes` to the next. A newer
+     * host may append fields to dwell_tensor or dwell_node; index through
+     * dwell_graph_tensor() and dwell_graph_node(), never tensors[i]. */
+    uint32_t tensor_stride;
+    uint32_t node_stride;
 } dwell_graph;
+
+/* Element i, or NULL when i is out of range. A plugin built against a newer
+ * minor version reads fields appended after ABI 1.0 only when the stride
+ * shows the host's elements contain them. */
+static inline dwell_tensor* dwell_graph_tensor(const dwell_graph* g, int32_t i) {
+    if (!g || !g->tensors || i < 0 || i >= g->n_tensors) return (dwell_tensor*)0;
+    size_t stride = g->tensor_stride ? g->tensor_stride : sizeof(dwell_tensor);
+    return (dwell_tensor*)((char*)g->tensors + (size_t)i * stride);
+}
+
+static inline const dwell_node* dwell_graph_node(const dwell_graph* g, int32_t i) {
+    if (!g || !g->nodes || i < 0 || i >= g->n_nodes) return (const dwell_node*)0;
+    size_t stride = g->node_stride ? g->node_stride : sizeof(dwell_node);
+    return (const dwell_node*)((const char*)g->nodes + (size_t)i * stride);
+}
 
 static inline const char* dwell_op_name(dwell_op op) {
     static const char* const names[DWELL_OP_COUNT] = {

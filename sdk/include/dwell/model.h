@@ -14,8 +14,9 @@
  *    shaped [kv_width, n_ctx] as declared in dwell_model_info.
  *  - set_output marks the logits tensor, [n_vocab, R] F32.
  *
- * Thread-safety: create/destroy/build_graph are called by one thread at a
- * time per model object.
+ * Thread-safety: calls on one model object come from one thread at a time
+ * (the host serialises build_graph across sessions); different model
+ * objects may be used concurrently.
  * Ownership: the plugin owns its dwell_model; the host owns metadata and
  * builder objects, valid only during the call they are passed to. */
 #ifndef DWELL_MODEL_H
@@ -38,7 +39,8 @@ typedef struct dwell_metadata {
     void* self;
     /* Each getter returns 1 and sets *out when the key exists with a
      * compatible type, else 0. Integers of any width and sign convert to
-     * int64; integers and floats convert to double. */
+     * int64 (a uint64 above INT64_MAX is reported absent); integers and
+     * floats convert to double. Strings are NOT NUL-terminated: use *len. */
     int32_t (*get_int)(void* self, const char* key, int64_t* out);
     int32_t (*get_float)(void* self, const char* key, double* out);
     int32_t (*get_string)(void* self, const char* key, const char** out, size_t* len);

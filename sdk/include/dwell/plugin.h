@@ -17,7 +17,9 @@
  * writer declared (DWELL_HAS_FIELD). New fields are appended, never inserted.
  *
  * Thread-safety: dwell_plugin_query may be called once per load, from any
- * thread. Host services may be called from any thread at any time.
+ * thread. Host services may be called from any thread, for as long as the
+ * host keeps the plugin loaded (never after the last context or model made
+ * by the plugin is destroyed).
  * Ownership: strings and tables a plugin returns in dwell_plugin_info are
  * static storage of the plugin and stay valid until it is unloaded. */
 #ifndef DWELL_PLUGIN_H
@@ -66,7 +68,9 @@ typedef struct dwell_host_services {
 
 typedef enum dwell_plugin_kind {
     DWELL_PLUGIN_BACKEND = 1,
-    DWELL_PLUGIN_MODEL = 2
+    DWELL_PLUGIN_MODEL = 2,
+    DWELL_PLUGIN_KIND_MIN_ENUM_ = -0x7fffffff - 1, /* 32 bits; any int32 loads safely */
+    DWELL_PLUGIN_KIND_MAX_ENUM_ = 0x7fffffff
 } dwell_plugin_kind;
 
 struct dwell_backend_plugin;

@@ -3,7 +3,10 @@
  * Shapes follow the "fastest dimension first" convention: ne[0] is the
  * number of elements in a row, ne[1] the number of rows, and so on. nb[i] is
  * the stride of dimension i in bytes; for block-quantized types nb[0] is the
- * size of one block and a row holds ne[0] / block_size blocks.
+ * size of one block and a row holds ne[0] / block_size blocks. The dwell row
+ * formats (I4_G, I6_G, I8_C) are not made of equal blocks: a row of any
+ * length is self-contained, its size comes only from dwell_row_bytes, and
+ * nb[0] is 1 (byte granularity).
  *
  * Thread-safety: every function here is pure.
  * Ownership: a dwell_tensor never owns its memory; the host owns the buffer
@@ -31,14 +34,20 @@ typedef enum dwell_dtype {
                        low nibbles hold elements 0..15, high nibbles 16..31 */
     DWELL_Q4_K = 5, /* super-blocks of 256, see dwell_block_q4_K */
     DWELL_Q6_K = 6, /* super-blocks of 256, see dwell_block_q6_K */
-    DWELL_I4_G = 7, /* dwell group-wise asymmetric int4 */
+    DWELL_I4_G = 7, /* dwell row format: int4 codes in groups of 128, see below */
     DWELL_FP8_E4M3 = 8,
     DWELL_I32 = 9,
     DWELL_Q4_1 = 10, /* blocks of 32: x = d * nibble + m */
     DWELL_Q5_0 = 11, /* blocks of 32: x = d * (q5 - 16) */
     DWELL_Q5_1 = 12, /* blocks of 32: x = d * q5 + m */
     DWELL_Q5_K = 13, /* super-blocks of 256, see dwell_block_q5_K */
-    DWELL_DTYPE_COUNT = 14
+    DWELL_I6_G = 14, /* dwell row format: int6 codes in groups of 128, see below */
+    DWELL_I8_C = 15, /* dwell row format: int8 codes, one f32 scale per row */
+    DWELL_DTYPE_COUNT = 16,
+    /* Pin the enum to 32 bits and make every int32 a valid value, so a
+     * reader may load any value a peer wrote and then range-check it. */
+    DWELL_DTYPE_MIN_ENUM_ = -0x7fffffff - 1,
+    DWELL_DTYPE_MAX_ENUM_ = 0x7fffffff
 } dwell_dtype;
 
 #define DWELL_QK8_0 32
@@ -48,6 +57,23 @@ typedef enum dwell_dtype {
 #define DWELL_QK5_1 32
 #define DWELL_QK_K 256 /* elements per K-quant super-block */
 #define DWELL_K_SCALE_SIZE 12
+
+/* The dwell row formats. Rows of any length n are self-contained (no block
+ * size has to divide n, so rows of 64 or 172 values work); every multi-byte
+ * field is little-endian and may sit at any address.
+ *
+ * I4_G, I6_G: group-wise asymmetric. The row is cut into ng = ceil(n / 128)
+ * groups, the last possibly partial. Each group in turn is: fp16 scale d,
+ * fp16 min m, then its codes as a little-endian bit stream of `bits` bits a
+ * code (4 or 6): code k occupies stream bits bits*k .. bits*k + bits - 1, bit
+ * i of byte b being stream bit 8b + i. So I4_G holds element 2j in the low
+ * nibble and 2j + 1 in the high nibble of byte j, and I6_G packs four codes
+ * in three bytes. A group's stream is padded with zero bits to a whole byte.
+ * x = code * d + m.
+ *
+ * I8_C: f32 scale d, then n int8 codes; x = code * d (symmetric, one scale
+ * per row, i.e. per output channel of a weight). */
+#define DWELL_GROUP_SIZE 128
 
 typedef struct dwell_block_q8_0 {
     uint16_t d; /* fp16 */
@@ -137,8 +163,14 @@ _Static_assert(sizeof(dwell_block_q5_K) == 176, "q5_K layout");
 _Static_assert(sizeof(dwell_block_q6_K) == 210, "q6_K layout");
 #endif
 
-/* Elements per block (1 for plain types); 0 for a dtype this ABI version
- * does not describe yet. */
+/* True for the dwell row formats, whose rows are not a sequence of equal
+ * blocks. */
+static inline int dwell_dtype_is_row_format(dwell_dtype t) {
+    return t == DWELL_I4_G || t == DWELL_I6_G || t == DWELL_I8_C;
+}
+
+/* Elements per block (1 for plain types and the row formats); 0 for a dtype
+ * this ABI version does not describe yet. */
 static inline int64_t dwell_dtype_block_elems(dwell_dtype t) {
     switch (t) {
         case DWELL_F32:
@@ -146,6 +178,9 @@ static inline int64_t dwell_dtype_block_elems(dwell_dtype t) {
         case DWELL_BF16:
         case DWELL_I32:
         case DWELL_FP8_E4M3:
+        case DWELL_I4_G:
+        case DWELL_I6_G:
+        case DWELL_I8_C:
             return 1;
         case DWELL_Q8_0:
             return DWELL_QK8_0;
@@ -166,9 +201,14 @@ static inline int64_t dwell_dtype_block_elems(dwell_dtype t) {
     }
 }
 
-/* Bytes per block; 0 when unknown. */
+/* Bytes per block; 0 when unknown. 1 for the row formats: their rows are
+ * addressed in bytes, so nb[0] = 1. */
 static inline size_t dwell_dtype_block_bytes(dwell_dtype t) {
     switch (t) {
+        case DWELL_I4_G:
+        case DWELL_I6_G:
+        case DWELL_I8_C:
+            return 1;
         case DWELL_F32:
         case DWELL_I32:
             return 4;
@@ -223,7 +263,11 @@ static inline const char* dwell_dtype_name(dwell_dtype t) {
         case DWELL_Q6_K:
             return "q6_k";
         case DWELL_I4_G:
-            return "i4_g";
+            return "i4g128";
+        case DWELL_I6_G:
+            return "i6g128";
+        case DWELL_I8_C:
+            return "i8c";
         case DWELL_FP8_E4M3:
             return "fp8_e4m3";
         case DWELL_I32:
@@ -233,9 +277,23 @@ static inline const char* dwell_dtype_name(dwell_dtype t) {
     }
 }
 
+/* Bytes of the code stream of one I4_G / I6_G group of len codes. */
+static inline size_t dwell_group_code_bytes(int bits, int64_t len) {
+    return (size_t)((len * bits + 7) / 8);
+}
+
 /* Bytes taken by one row of n elements, or 0 if n is not a whole number of
  * blocks or the dtype is unknown. */
 static inline size_t dwell_row_bytes(dwell_dtype t, int64_t n) {
+    if (dwell_dtype_is_row_format(t)) {
+        if (n <= 0) return 0;
+        if (t == DWELL_I8_C) return 4 + (size_t)n;
+        const int bits = t == DWELL_I4_G ? 4 : 6;
+        const int64_t full = n / DWELL_GROUP_SIZE, rest = n % DWELL_GROUP_SIZE;
+        size_t bytes = (size_t)full * (4 + dwell_group_code_bytes(bits, DWELL_GROUP_SIZE));
+        if (rest) bytes += 4 + dwell_group_code_bytes(bits, rest);
+        return bytes;
+    }
     int64_t be = dwell_dtype_block_elems(t);
     if (be <= 0 || n < 0 || n % be != 0) return 0;
     return (size_t)(n / be) * dwell_dtype_block_bytes(t);

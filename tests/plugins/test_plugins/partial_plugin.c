@@ -75,11 +75,15 @@ static int same_shape_f32(const dwell_tensor* a, const dwell_tensor* b) {
 }
 
 static int32_t supports_op(dwell_backend_context* ctx, const dwell_graph* g, int32_t node) {
-    (void)ctx;
-    if (node < 0 || node >= g->n_nodes) return 0;
-    const dwell_node* n = &g->nodes[node];
-    if (n->op != DWELL_OP_ADD || n->n_inputs != 2) return 0;
-    return same_shape_f32(&g->tensors[n->inputs[0]], &g->tensors[n->inputs[1]]);
+    const dwell_node* n = dwell_graph_node(g, node);
+    if (!n) return 0;
+    if (n->op != DWELL_OP_ADD || n->n_inputs != 2) {
+        snprintf(ctx->error, sizeof ctx->error, "only add is supported here");
+        return 0;
+    }
+    const dwell_tensor* a = dwell_graph_tensor(g, n->inputs[0]);
+    const dwell_tensor* b = dwell_graph_tensor(g, n->inputs[1]);
+    return a && b && same_shape_f32(a, b);
 }
 
 static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* g,
@@ -90,10 +94,10 @@ static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph*
                      ids[i]);
             return DWELL_ERR_UNSUPPORTED;
         }
-        const dwell_node* n = &g->nodes[ids[i]];
-        const dwell_tensor* a = &g->tensors[n->inputs[0]];
-        const dwell_tensor* b = &g->tensors[n->inputs[1]];
-        const dwell_tensor* o = &g->tensors[n->output];
+        const dwell_node* n = dwell_graph_node(g, ids[i]);
+        const dwell_tensor* a = dwell_graph_tensor(g, n->inputs[0]);
+        const dwell_tensor* b = dwell_graph_tensor(g, n->inputs[1]);
+        const dwell_tensor* o = dwell_graph_tensor(g, n->output);
         const int64_t count = dwell_tensor_nelements(a);
         for (int64_t j = 0; j < count; ++j)
             ((float*)o->data)[j] = ((const float*)a->data)[j] + ((const float*)b->data)[j];

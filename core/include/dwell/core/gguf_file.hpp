@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "dwell/model.h"
 #include "dwell/tensor.h"
 
 namespace dwell {
@@ -67,6 +68,12 @@ public:
 
     // Throws dwell::Error naming `path` on any problem.
     static GgufFile open(const std::filesystem::path& path, const GgufLimits& limits = {});
+    // Parses GGUF bytes held in memory (a dwell pack's metadata blob) with the
+    // same checks as open(); messages name `display_name`. Tensor data
+    // pointers point into the owned buffer.
+    static GgufFile from_bytes(std::vector<uint8_t> bytes,
+                               const std::filesystem::path& display_name,
+                               const GgufLimits& limits = {});
 
     GgufFile(GgufFile&&) noexcept;
     GgufFile& operator=(GgufFile&&) noexcept;
@@ -108,5 +115,9 @@ const char* ggml_type_name(uint32_t ggml_type);
 // Elements per block and bytes per block of a ggml type; 0 for an unknown id.
 int64_t ggml_block_elems(uint32_t ggml_type);
 uint64_t ggml_block_bytes(uint32_t ggml_type);
+
+// The file's metadata as the plugin ABI's dwell_metadata table; valid while
+// `file` lives at the same address.
+dwell_metadata gguf_metadata(const GgufFile& file);
 
 }  // namespace dwell

@@ -32,6 +32,11 @@ struct TensorSlot {
 
 class Graph {
 public:
+    Graph() = default;
+    // Slots point at names_ and c_graph_ at c_tensors_: a copy would alias them.
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+
     std::vector<TensorSlot> slots;
     std::vector<dwell_node> nodes;
     int32_t output = -1;

@@ -25,6 +25,9 @@ public:
     using CacheLookup = std::function<const dwell_tensor*(int32_t layer, int32_t which)>;
 
     GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup caches);
+    // The C table's self pointer is this object: it must not move or copy.
+    GraphBuilder(const GraphBuilder&) = delete;
+    GraphBuilder& operator=(const GraphBuilder&) = delete;
 
     // The C table for model plugins; valid while this builder lives.
     const dwell_graph_builder* c_builder() const { return &c_; }

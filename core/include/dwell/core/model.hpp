@@ -1,20 +1,22 @@
-// A loaded model: its file (mapped), its tokenizer, the model-architecture
-// plugin that serves its general.architecture, and its weights bound as
-// tensors the backends read in place (no copy for host-memory backends).
+// A loaded model: its file (a GGUF file or a dwell pack), its tokenizer,
+// the model-architecture plugin that serves its general.architecture, and
+// its weights bound as tensors the backends read in place (no copy for
+// host-memory backends).
 //
 // Thread-safety: immutable after load(); build_graph may be called from
-// several sessions, one at a time per session.
+// several sessions at once (calls into the plugin are serialised).
 // Ownership: shared by the sessions that use it; holds its plugin loaded.
 #pragma once
 
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
-#include "dwell/core/gguf_file.hpp"
 #include "dwell/core/graph_builder.hpp"
+#include "dwell/core/model_source.hpp"
 #include "dwell/core/plugin_loader.hpp"
 #include "dwell/core/tokenizer.hpp"
 #include "dwell/model.h"
@@ -31,8 +33,8 @@ public:
     Model(const Model&) = delete;
     Model& operator=(const Model&) = delete;
 
-    const std::filesystem::path& path() const { return file_.path(); }
-    const GgufFile& file() const { return file_; }
+    const std::filesystem::path& path() const { return source_->path(); }
+    const ModelSource& source() const { return *source_; }
     const Tokenizer& tokenizer() const { return *tokenizer_; }
     const dwell_model_info& info() const { return info_; }
     const std::string& architecture() const { return architecture_; }
@@ -44,8 +46,8 @@ public:
     void build_graph(GraphBuilder& builder, const dwell_batch& batch) const;
 
 private:
-    Model(GgufFile file, std::shared_ptr<LoadedPlugin> plugin);
-    GgufFile file_;
+    Model(std::unique_ptr<ModelSource> source, std::shared_ptr<LoadedPlugin> plugin);
+    std::unique_ptr<ModelSource> source_;
     std::shared_ptr<LoadedPlugin> plugin_;
     std::unique_ptr<Tokenizer> tokenizer_;
     dwell_model* handle_ = nullptr;
@@ -53,9 +55,7 @@ private:
     std::string architecture_;
     std::map<std::string, dwell_tensor, std::less<>> weights_;
     uint64_t weight_bytes_ = 0;
+    mutable std::mutex build_mutex_;  // the plugin's model object is single-threaded
 };
-
-// dwell_metadata over a GGUF file, for model plugins.
-dwell_metadata gguf_metadata(const GgufFile& file);
 
 }  // namespace dwell

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ public:
     const ManifestBackend& entry() const { return entry_; }
     std::string label() const;  // "cpu/cpu0"
     std::string last_error() const;
+    // A context is single-threaded by contract; sessions on different
+    // threads take this around every call into it.
+    std::mutex& mutex() const { return mutex_; }
 
 private:
     std::shared_ptr<LoadedPlugin> plugin_;
@@ -54,6 +58,7 @@ private:
     dwell_device_info info_;
     dwell_backend_context* ctx_;
     ManifestBackend entry_;
+    mutable std::mutex mutex_;
 };
 
 // What happened to each [[backend]] entry of the manifest.

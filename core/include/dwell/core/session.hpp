@@ -37,6 +37,8 @@ public:
     // last token, or of every token when all_logits ([n_tokens x n_vocab]).
     // Throws dwell::Error on a bad token id, a full context, or a backend failure;
     // the session is then unchanged.
+    // The returned span stays valid until the next decode() call, whether
+    // that call succeeds or not.
     std::span<const float> decode(std::span<const int32_t> tokens, bool all_logits = false);
 
     int32_t n_past() const { return n_past_; }

@@ -27,6 +27,9 @@ class Tokenizer {
 public:
     static Tokenizer from_gguf(const GgufFile& file);  // throws dwell::Error
     static Tokenizer from_model_file(const std::filesystem::path& path);
+    // A serialized sentencepiece ModelProto, e.g. embedded in a dwell pack;
+    // `source` names where it came from in messages.
+    static Tokenizer from_serialized_model(std::string_view serialized, const std::string& source);
 
     Tokenizer(Tokenizer&&) noexcept;
     Tokenizer& operator=(Tokenizer&&) noexcept;
@@ -34,6 +37,9 @@ public:
 
     std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
     std::string decode(std::span<const int32_t> ids) const;
+    // The model as a serialized sentencepiece ModelProto (what a pack embeds);
+    // from_serialized_model() of it gives a tokenizer with the same ids.
+    std::string serialized_model() const;
     // The raw bytes a token stands for ("▁" as a space, <0xNN> as that byte).
     std::string token_bytes(int32_t id) const;
     std::string_view piece(int32_t id) const;

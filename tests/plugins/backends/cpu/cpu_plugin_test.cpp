@@ -202,7 +202,9 @@ struct TinyGraph {
             w[0][2 + j] = 0x99;
             w[1][2 + j] = 0x66;
         }
-        for (float& v : x) v = 1.0f;
+        // x = 127/128 keeps the product exact even where the kernel rounds x
+        // to Q8_0 (d = amax / 127) first, as llama.cpp does: d = 1/128, q = 127.
+        for (float& v : x) v = 127.0f / 128;
         dwell_tensor wt = f32(w, 32, 2);
         wt.dtype = DWELL_Q4_0;
         wt.nb[0] = 18;
@@ -222,7 +224,7 @@ struct TinyGraph {
         n.n_inputs = 1;
         n.inputs[0] = 2;
         n.output = 3;
-        n.fparams[0] = 1.0f / 32;
+        n.fparams[0] = 1.0f / 31.75f;
         nodes.push_back(n);
         n.op = DWELL_OP_SOFTMAX;
         n.inputs[0] = 3;
@@ -256,15 +258,15 @@ TEST_F(CpuPlugin, SupportsOpAndGraphCompute) {
 
     const int32_t ids[] = {0, 1, 2};
     ASSERT_EQ(be->graph_compute(ctx, &tg.graph, ids, 3), DWELL_OK) << be->context_last_error(ctx);
-    EXPECT_EQ(tg.mm[0], 32.0f);
-    EXPECT_EQ(tg.mm[1], -32.0f);
+    EXPECT_EQ(tg.mm[0], 31.75f);
+    EXPECT_EQ(tg.mm[1], -31.75f);
     EXPECT_NEAR(tg.probs[0], 1.0 / (1.0 + std::exp(-2.0)), 1e-6);
     EXPECT_NEAR(tg.probs[1], std::exp(-2.0) / (1.0 + std::exp(-2.0)), 1e-6);
 
     // An unknown weight dtype is refused, and computing it names the node.
     memcpy(&tg.tensors[0].dtype, &tg.bogus_dtype_value, sizeof(int32_t));
     EXPECT_EQ(be->supports_op(ctx, &tg.graph, 0), 0);
-    tg.tensors[0].dtype = DWELL_I4_G;
+    tg.tensors[0].dtype = DWELL_FP8_E4M3;
     EXPECT_EQ(be->supports_op(ctx, &tg.graph, 0), 0);
     EXPECT_EQ(be->graph_compute(ctx, &tg.graph, ids, 3), DWELL_ERR_UNSUPPORTED);
     const std::string why = be->context_last_error(ctx);

@@ -3,6 +3,7 @@
 // (plain bit arithmetic and double precision).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -17,9 +18,9 @@
 namespace dwell::cpu::test {
 
 // Every dtype the CPU backend reads weights in.
-inline constexpr dwell_dtype kWeightDtypes[] = {DWELL_F32,  DWELL_F16,  DWELL_BF16, DWELL_Q8_0,
-                                                DWELL_Q4_0, DWELL_Q4_1, DWELL_Q5_0, DWELL_Q5_1,
-                                                DWELL_Q4_K, DWELL_Q5_K, DWELL_Q6_K};
+inline constexpr dwell_dtype kWeightDtypes[] = {
+    DWELL_F32,  DWELL_F16,  DWELL_BF16, DWELL_Q8_0, DWELL_Q4_0, DWELL_Q4_1, DWELL_Q5_0,
+    DWELL_Q5_1, DWELL_Q4_K, DWELL_Q5_K, DWELL_Q6_K, DWELL_I4_G, DWELL_I6_G, DWELL_I8_C};
 
 class TestGraph {
 public:
@@ -114,6 +115,8 @@ public:
         g.tensors = tensors_.data();
         g.n_nodes = static_cast<int32_t>(nodes_.size());
         g.nodes = nodes_.data();
+        g.tensor_stride = sizeof(dwell_tensor);
+        g.node_stride = sizeof(dwell_node);
         return g;
     }
 
@@ -178,6 +181,16 @@ inline double ref_bf16(uint16_t h) {
     return f;
 }
 
+// Code k (bits wide) of a little-endian bit stream, read one bit at a time.
+inline int ref_stream_code(const uint8_t* stream, int bits, int64_t k) {
+    int code = 0;
+    for (int b = 0; b < bits; ++b) {
+        const int64_t bit = k * bits + b;
+        code |= ((stream[bit / 8] >> (bit % 8)) & 1) << b;
+    }
+    return code;
+}
+
 // One row of a weight dtype decoded in double from its documented layout.
 inline std::vector<double> ref_decode_row(dwell_dtype t, const uint8_t* p, int64_t n) {
     std::vector<double> out(static_cast<size_t>(n));
@@ -185,6 +198,25 @@ inline std::vector<double> ref_decode_row(dwell_dtype t, const uint8_t* p, int64
     for (int64_t i = 0; i < n; ++i) {
         double v = 0;
         switch (t) {
+            case DWELL_I4_G:
+            case DWELL_I6_G: {
+                // Groups of 128: fp16 d, fp16 m, ceil(128 * bits / 8) bytes of
+                // codes; every group before element i's is a full one.
+                const int bits = t == DWELL_I4_G ? 4 : 6;
+                const uint8_t* group = p + (i / 128) * (4 + 128 * bits / 8);
+                v = ref_half(u16(group)) * ref_stream_code(group + 4, bits, i % 128) +
+                    ref_half(u16(group + 2));
+                break;
+            }
+            case DWELL_I8_C: {
+                const uint32_t bits =
+                    static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+                    (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+                float d;
+                memcpy(&d, &bits, sizeof d);
+                v = static_cast<double>(d) * static_cast<int8_t>(p[4 + i]);
+                break;
+            }
             case DWELL_F32: {
                 float f;
                 memcpy(&f, p + 4 * i, 4);
@@ -299,6 +331,34 @@ inline std::vector<uint8_t> random_weight_rows(dwell_dtype t, int64_t n, int64_t
         out.push_back(static_cast<uint8_t>(h >> 8));
     };
     for (int64_t r = 0; r < rows; ++r) {
+        if (t == DWELL_I4_G || t == DWELL_I6_G) {
+            // Per group: d, m (about -d * qmax / 2, so values straddle 0), the
+            // codes, and zeros in the padding bits as an encoder writes them.
+            const int bits = t == DWELL_I4_G ? 4 : 6;
+            for (int64_t g = 0; g < n; g += 128) {
+                const int64_t len = std::min<int64_t>(128, n - g);
+                const float d = scale(rng) / static_cast<float>(1 << (bits - 4));
+                put16(dwell_fp32_to_fp16(d));
+                put16(dwell_fp32_to_fp16(-d * static_cast<float>((1 << bits) - 1) / 2 + scale(rng) -
+                                         0.025f));
+                const int64_t stream_bits = len * bits;
+                for (int64_t b = 0; b < (stream_bits + 7) / 8; ++b) {
+                    uint8_t v = static_cast<uint8_t>(byte(rng));
+                    if (b == stream_bits / 8)
+                        v &= static_cast<uint8_t>((1 << (stream_bits % 8)) - 1);
+                    out.push_back(v);
+                }
+            }
+            continue;
+        }
+        if (t == DWELL_I8_C) {
+            const float d = scale(rng) / 8;
+            uint32_t bits;
+            memcpy(&bits, &d, sizeof bits);
+            for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(bits >> (8 * b)));
+            for (int64_t i = 0; i < n; ++i) out.push_back(static_cast<uint8_t>(byte(rng)));
+            continue;
+        }
         for (int64_t i = 0; i < n; ++i) {
             switch (t) {
                 case DWELL_F32: {

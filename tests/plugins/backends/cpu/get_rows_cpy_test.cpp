@@ -159,7 +159,7 @@ TEST(Cpy, RejectsUnsupportedConversions) {
     TestGraph g;
     const int i = g.tensor(DWELL_I32, {32});
     const int f = g.tensor(DWELL_F32, {32});
-    const int k = g.tensor(DWELL_I4_G, {256});
+    const int k = g.tensor(DWELL_FP8_E4M3, {32});
     const int f_short = g.tensor(DWELL_F32, {16});
     const int n1 = g.node(DWELL_OP_CPY, f, {i});
     const int n2 = g.node(DWELL_OP_CPY, i, {f});

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Compression ratio and load time of raw vs zstd dwell packs, as JSON lines.
+#   bench/pack_compression.sh [BUILD_DIR]
+# Models: ../shared/models/stories260K.gguf (if present) and a synthetic
+# 1B-shape Llama (2048 wide, 16 layers, 8192 FFN, f16 weights of std 0.02)
+# written with `dwell synth` into $DWELL_BENCH_DIR (default /tmp/dwell-bench).
+# Load times are warm-cache opens (validation, checksums, decompression),
+# medians of 5 runs.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+work=${DWELL_BENCH_DIR:-/tmp/dwell-bench}
+models=${DWELL_MODELS_DIR:-$root/../shared/models}
+mkdir -p "$work"
+cmake --build "$build" --target dwell-cli dwell-bench-model-open dwell-plugin-cpu dwell-plugin-llama >/dev/null
+dwell=$build/bin/dwell
+open_bench=$build/bin/dwell-bench-model-open
+
+inputs=()
+[ -f "$models/stories260K.gguf" ] && inputs+=("$models/stories260K.gguf")
+synth=$work/synth-1B-f16.gguf
+if [ ! -f "$synth" ]; then
+  "$dwell" synth --n-embd 2048 --n-layer 16 --n-head 32 --n-head-kv 8 --n-ff 8192 --n-vocab 32000 \
+    --type f16 -o "$synth" >/dev/null 2>&1
+fi
+inputs+=("$synth")
+
+for in in "${inputs[@]}"; do
+  name=$(basename "$in" .gguf)
+  for mode in none zstd; do
+    out=$work/$name-$mode.dwell
+    start=$(date +%s.%N)
+    "$dwell" convert "$in" -o "$out" --compress "$mode" -q >/dev/null
+    convert_s=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+    size=$(stat -c %s "$out")
+    load=$("$open_bench" "$out" 5)
+    echo "{\"input\": \"$name\", \"compress\": \"$mode\", \"gguf_bytes\": $(stat -c %s "$in"), \"pack_bytes\": $size, \"convert_seconds\": $convert_s, \"load\": $load}"
+  done
+done
