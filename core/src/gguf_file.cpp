@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "dwell/core/error.hpp"
+#include "posix_file.hpp"
 
 namespace dwell {
 namespace {
@@ -188,22 +189,6 @@ bool known_type(uint32_t t) {
     return t <= static_cast<uint32_t>(GgufType::FLOAT64);
 }
 
-bool is_integer(GgufType t) {
-    switch (t) {
-        case GgufType::UINT8:
-        case GgufType::INT8:
-        case GgufType::UINT16:
-        case GgufType::INT16:
-        case GgufType::UINT32:
-        case GgufType::INT32:
-        case GgufType::UINT64:
-        case GgufType::INT64:
-            return true;
-        default:
-            return false;
-    }
-}
-
 // Reads an integer of type `t` at `p`; nullopt when it does not fit int64.
 std::optional<int64_t> load_integer(GgufType t, const uint8_t* p) {
     switch (t) {
@@ -243,76 +228,21 @@ std::optional<int64_t> load_integer(GgufType t, const uint8_t* p) {
 class Mapping {
 public:
     Mapping() = default;
-    Mapping(const void* addr, size_t size) : addr_(addr), size_(size) {}
+    explicit Mapping(MappedRegion region) : region_(std::move(region)) {}
     explicit Mapping(std::vector<uint8_t> bytes) : owned_(std::move(bytes)) {}
-    Mapping(Mapping&& o) noexcept
-        : addr_(std::exchange(o.addr_, nullptr)),
-          size_(std::exchange(o.size_, 0)),
-          owned_(std::move(o.owned_)) {}
-    Mapping& operator=(Mapping&& o) noexcept {
-        if (this != &o) {
-            reset();
-            addr_ = std::exchange(o.addr_, nullptr);
-            size_ = std::exchange(o.size_, 0);
-            owned_ = std::move(o.owned_);
-        }
-        return *this;
-    }
-    Mapping(const Mapping&) = delete;
-    Mapping& operator=(const Mapping&) = delete;
-    ~Mapping() { reset(); }
 
     const uint8_t* data() const {
-        return addr_ != nullptr ? static_cast<const uint8_t*>(addr_) : owned_.data();
+        return region_.data() != nullptr ? region_.data() : owned_.data();
     }
-    size_t size() const { return addr_ != nullptr ? size_ : owned_.size(); }
+    size_t size() const { return region_.data() != nullptr ? region_.size() : owned_.size(); }
 
 private:
-    void reset() {
-        if (addr_ != nullptr) munmap(const_cast<void*>(addr_), size_);
-        addr_ = nullptr;
-        size_ = 0;
-        owned_.clear();
-    }
-    const void* addr_ = nullptr;
-    size_t size_ = 0;
+    MappedRegion region_;
     std::vector<uint8_t> owned_;
 };
 
-class Fd {
-public:
-    explicit Fd(int fd) : fd_(fd) {}
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    ~Fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    int get() const { return fd_; }
-
-private:
-    int fd_;
-};
-
-[[noreturn]] void throw_io(const std::filesystem::path& path, const std::string& what, int err) {
-    throw Error(DWELL_ERR_IO,
-                path.string() + ": " + what + ": " + std::generic_category().message(err));
-}
-
 Mapping map_file(const std::filesystem::path& path) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) throw_io(path, "cannot open", errno);
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) throw_io(path, "cannot stat", errno);
-    if (!S_ISREG(st.st_mode)) throw Error(DWELL_ERR_IO, path.string() + ": not a regular file");
-    if (st.st_size == 0) throw Error(DWELL_ERR_IO, path.string() + ": empty file (0 bytes)");
-    if (static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max()) {
-        throw Error(DWELL_ERR_IO, path.string() + ": file too large to map");
-    }
-    const auto size = static_cast<size_t>(st.st_size);
-    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (addr == MAP_FAILED) throw_io(path, "cannot map " + std::to_string(size) + " bytes", errno);
-    // The mapping stays valid after the descriptor is closed.
-    return Mapping(addr, size);
+    return Mapping(map_file_readonly(path));
 }
 
 // ---------------------------------------------------------------------------
@@ -502,7 +432,7 @@ void parse_kv(State& f, Parser& p, uint64_t i, uint64_t n) {
 void parse_alignment(State& f) {
     const Kv* kv = f.find("general.alignment");
     if (kv == nullptr) return;
-    if (!is_integer(kv->type)) {
+    if (!gguf_type_is_integer(kv->type)) {
         f.fail(std::string("general.alignment has type ") + type_name(kv->type) +
                ", expected uint32");
     }
@@ -696,7 +626,7 @@ std::optional<GgufType> GgufFile::type_of(std::string_view key) const {
 
 std::optional<int64_t> GgufFile::get_int(std::string_view key) const {
     const Kv* kv = impl_->find(key);
-    if (kv == nullptr || !(is_integer(kv->type) || kv->type == GgufType::BOOL)) {
+    if (kv == nullptr || !(gguf_type_is_integer(kv->type) || kv->type == GgufType::BOOL)) {
         return std::nullopt;
     }
     return load_integer(kv->type, kv->value);
@@ -713,7 +643,7 @@ std::optional<double> GgufFile::get_float(std::string_view key) const {
         case GgufType::UINT64:
             return static_cast<double>(load_le<uint64_t>(kv->value));
         default:
-            if (!is_integer(kv->type)) return std::nullopt;
+            if (!gguf_type_is_integer(kv->type)) return std::nullopt;
             return static_cast<double>(*load_integer(kv->type, kv->value));
     }
 }
@@ -776,7 +706,7 @@ std::vector<int32_t> GgufFile::get_int_array(std::string_view key) const {
     const Kv& kv = impl_->array_of(key, "int32");
     std::vector<int32_t> out;
     if (kv.count == 0) return out;
-    if (!is_integer(kv.elem_type)) {
+    if (!gguf_type_is_integer(kv.elem_type)) {
         impl_->fail("metadata '" + printable(key) + "' is an array of " + type_name(kv.elem_type) +
                     ", expected an array of int32");
     }
@@ -842,6 +772,22 @@ int64_t ggml_block_elems(uint32_t ggml_type) {
 uint64_t ggml_block_bytes(uint32_t ggml_type) {
     const GgmlTypeInfo* ti = ggml_info(ggml_type);
     return ti == nullptr ? 0 : ti->block_bytes;
+}
+
+bool gguf_type_is_integer(GgufType t) {
+    switch (t) {
+        case GgufType::UINT8:
+        case GgufType::INT8:
+        case GgufType::UINT16:
+        case GgufType::INT16:
+        case GgufType::UINT32:
+        case GgufType::INT32:
+        case GgufType::UINT64:
+        case GgufType::INT64:
+            return true;
+        default:
+            return false;
+    }
 }
 
 }  // namespace dwell

@@ -12,22 +12,6 @@ namespace dwell {
 
 namespace {
 
-bool is_integer(GgufType t) {
-    switch (t) {
-        case GgufType::UINT8:
-        case GgufType::INT8:
-        case GgufType::UINT16:
-        case GgufType::INT16:
-        case GgufType::UINT32:
-        case GgufType::INT32:
-        case GgufType::UINT64:
-        case GgufType::INT64:
-            return true;
-        default:
-            return false;
-    }
-}
-
 bool is_unsigned(GgufType t) {
     return t == GgufType::UINT8 || t == GgufType::UINT16 || t == GgufType::UINT32 ||
            t == GgufType::UINT64;
@@ -52,7 +36,7 @@ size_t copy_gguf_metadata(const GgufFile& from, GgufWriter& to,
             to.add_bool(key, *from.get_int(key) != 0);
         } else if (type == GgufType::FLOAT32 || type == GgufType::FLOAT64) {
             to.add_float32(key, static_cast<float>(*from.get_float(key)));
-        } else if (is_integer(type)) {
+        } else if (gguf_type_is_integer(type)) {
             const int64_t v = *from.get_int(key);
             if (type == GgufType::UINT64 || type == GgufType::INT64) {
                 to.add_uint64(key, static_cast<uint64_t>(v));
@@ -68,7 +52,7 @@ size_t copy_gguf_metadata(const GgufFile& from, GgufWriter& to,
                 to.add_string_array(key, std::vector<std::string>(views.begin(), views.end()));
             } else if (elem == GgufType::FLOAT32 || elem == GgufType::FLOAT64) {
                 to.add_float32_array(key, from.get_float_array(key));
-            } else if (is_integer(elem) || elem == GgufType::BOOL) {
+            } else if (gguf_type_is_integer(elem) || elem == GgufType::BOOL) {
                 to.add_int32_array(key,
                                    from.get_int_array(key));  // throws if a value exceeds int32
             } else {

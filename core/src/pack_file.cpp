@@ -68,6 +68,7 @@
 
 #include "dwell/core/error.hpp"
 #include "dwell/core/gguf_file.hpp"
+#include "posix_file.hpp"
 
 namespace dwell {
 namespace {
@@ -161,105 +162,9 @@ bool known_dtype(int32_t dtype) {
            dwell_dtype_block_elems(static_cast<dwell_dtype>(dtype)) > 0;
 }
 
-// ---------------------------------------------------------------------------
-// POSIX resources
-
-class Fd {
-public:
-    Fd() = default;
-    explicit Fd(int fd) : fd_(fd) {}
-    Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-    Fd& operator=(Fd&& o) noexcept {
-        if (this != &o) {
-            reset();
-            fd_ = std::exchange(o.fd_, -1);
-        }
-        return *this;
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    ~Fd() { reset(); }
-    int get() const { return fd_; }
-    // Closes now, reporting the error close() may carry for buffered writes.
-    int close() { return ::close(std::exchange(fd_, -1)); }
-
-private:
-    void reset() {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-    }
-    int fd_ = -1;
-};
-
-// A read-only file mapping or an anonymous one (decompressed tensors).
-class Mapping {
-public:
-    Mapping() = default;
-    Mapping(void* addr, size_t size) : addr_(addr), size_(size) {}
-    Mapping(Mapping&& o) noexcept
-        : addr_(std::exchange(o.addr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-    Mapping& operator=(Mapping&& o) noexcept {
-        if (this != &o) {
-            reset();
-            addr_ = std::exchange(o.addr_, nullptr);
-            size_ = std::exchange(o.size_, 0);
-        }
-        return *this;
-    }
-    Mapping(const Mapping&) = delete;
-    Mapping& operator=(const Mapping&) = delete;
-    ~Mapping() { reset(); }
-
-    uint8_t* data() const { return static_cast<uint8_t*>(addr_); }
-    size_t size() const { return size_; }
-
-private:
-    void reset() {
-        if (addr_ != nullptr) ::munmap(addr_, size_);
-        addr_ = nullptr;
-        size_ = 0;
-    }
-    void* addr_ = nullptr;
-    size_t size_ = 0;
-};
-
-[[noreturn]] void throw_io(const std::filesystem::path& path, const std::string& what, int err) {
-    throw Error(DWELL_ERR_IO,
-                path.string() + ": " + what + ": " + std::generic_category().message(err));
-}
-
-Mapping map_file(const std::filesystem::path& path) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) throw_io(path, "cannot open", errno);
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) throw_io(path, "cannot stat", errno);
-    if (!S_ISREG(st.st_mode)) throw Error(DWELL_ERR_IO, path.string() + ": not a regular file");
-    if (st.st_size == 0) throw Error(DWELL_ERR_IO, path.string() + ": empty file (0 bytes)");
-    if (static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max()) {
-        throw Error(DWELL_ERR_IO, path.string() + ": file too large to map");
-    }
-    const auto size = static_cast<size_t>(st.st_size);
-    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (addr == MAP_FAILED) throw_io(path, "cannot map " + str(size) + " bytes", errno);
-    return Mapping(addr, size);
-}
-
-// Anonymous memory for decompressed tensors: pages are committed only as
-// frames are written, and an impossible size fails as ENOMEM, not an abort.
-Mapping map_anonymous(const std::filesystem::path& path, const std::string& what, uint64_t size) {
-    if (size > std::numeric_limits<size_t>::max()) {
-        throw Error(DWELL_ERR_OUT_OF_MEMORY, path.string() + ": " + what + ": " + str(size) +
-                                                 " bytes do not fit in the address space");
-    }
-    void* addr = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (addr == MAP_FAILED) {
-        throw Error(DWELL_ERR_OUT_OF_MEMORY,
-                    path.string() + ": " + what + ": cannot allocate " + str(size) +
-                        " bytes: " + std::generic_category().message(errno));
-    }
-    return Mapping(addr, static_cast<size_t>(size));
-}
+// POSIX resources: posix_file.hpp (FileDescriptor, MappedRegion, map_*).
+using Fd = FileDescriptor;
+using Mapping = MappedRegion;
 
 struct ZstdDCtxFree {
     void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
@@ -722,7 +627,7 @@ private:
 class PackSourceImpl final : public PackSource {
 public:
     PackSourceImpl(const std::filesystem::path& path, const PackLimits& limits)
-        : path_(path), file_(map_file(path)) {
+        : path_(path), file_(map_file_readonly(path)) {
         PackReader r(path, limits);
         const uint8_t* base = file_.data();
         const Header h = r.read_header(base, file_.size());

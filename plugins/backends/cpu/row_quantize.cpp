@@ -27,20 +27,9 @@ void quantize_row_q4_0(const float* x, void* out, int64_t n) {
     dwell_quantize_row_q4_0(x, static_cast<dwell_block_q4_0*>(out), n);
 }
 
+// CPY writes through the SDK's encoders, plus bf16 (rounded here).
 bool is_storable_dtype(dwell_dtype t) {
-    switch (t) {
-        case DWELL_F32:
-        case DWELL_F16:
-        case DWELL_BF16:
-        case DWELL_Q8_0:
-        case DWELL_Q4_0:
-        case DWELL_I4_G:
-        case DWELL_I6_G:
-        case DWELL_I8_C:
-            return true;
-        default:
-            return false;
-    }
+    return dwell_has_encoder(t) != 0 || t == DWELL_BF16;
 }
 
 void store_row(dwell_dtype t, const float* x, void* out, int64_t n) {

@@ -90,26 +90,9 @@ float dot_i8c_row(const unsigned char* p, const float* x, int64_t n) {
 
 }  // namespace
 
+// The backend reads every weight type through the SDK's reference decoders.
 bool is_weight_dtype(dwell_dtype t) {
-    switch (t) {
-        case DWELL_F32:
-        case DWELL_F16:
-        case DWELL_BF16:
-        case DWELL_Q8_0:
-        case DWELL_Q4_0:
-        case DWELL_Q4_1:
-        case DWELL_Q5_0:
-        case DWELL_Q5_1:
-        case DWELL_Q4_K:
-        case DWELL_Q5_K:
-        case DWELL_Q6_K:
-        case DWELL_I4_G:
-        case DWELL_I6_G:
-        case DWELL_I8_C:
-            return true;
-        default:
-            return false;
-    }
+    return dwell_has_decoder(t) != 0;
 }
 
 void dequantize_row(dwell_dtype t, const void* row, float* out, int64_t n) {

@@ -43,6 +43,9 @@ enum class GgufType : uint32_t {
     FLOAT64 = 12,
 };
 
+// True for the eight integer value types (not BOOL).
+bool gguf_type_is_integer(GgufType t);
+
 // Limits that keep a hostile file from making the reader allocate or loop
 // without bound.
 struct GgufLimits {
