@@ -373,7 +373,7 @@ public:
 
             const int32_t dtype = load_le<int32_t>(q);
             const uint32_t n_dims = load_le<uint32_t>(q + 4);
-            for (int d = 0; d < DWELL_MAX_DIMS; ++d) e.ne[d] = load_le<int64_t>(q + 8 + 8 * d);
+            for (int d = 0; d < DWELL_MAX_DIMS; ++d) e.ne[d] = load_le<int64_t>(q + 8 + 8 * static_cast<ptrdiff_t>(d));
             q += 8 + 8 * DWELL_MAX_DIMS;
             e.offset = load_le<uint64_t>(q);
             e.stored = load_le<uint64_t>(q + 8);

@@ -312,7 +312,7 @@ PerplexityResult perplexity(const ChunkLogits& eval, std::span<const int32_t> to
         for (int32_t i = 0; i < layout.n_scored; ++i) {
             const auto row = logits.subspan(static_cast<size_t>(i) * vocab, vocab);
             // Position first+i predicts the chunk's next token.
-            const int32_t target = chunk[static_cast<size_t>(layout.first + i + 1)];
+            const int32_t target = chunk[static_cast<size_t>(layout.first) + static_cast<size_t>(i) + 1];
             const double nll = token_nll(row, target);
             chunk_sum += nll;
             s.nll += nll;

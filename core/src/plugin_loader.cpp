@@ -74,7 +74,7 @@ std::string PluginLoader::file_name_for(std::string_view plugin_name) {
     return "libdwell-" + std::string(plugin_name) + ".so";
 }
 
-PluginLoader::PluginLoader(std::vector<fs::path> manifest_dirs, const dwell_host_services* host)
+PluginLoader::PluginLoader(const std::vector<fs::path>& manifest_dirs, const dwell_host_services* host)
     : host_(host) {
     std::set<fs::path> seen;
     auto add = [&](const fs::path& p) {

@@ -251,6 +251,7 @@ void Runtime::select_backends(const RuntimeOptions& options) {
             opts["threads"] = std::to_string(options.threads);
         }
         std::vector<dwell_option> c_opts;
+        c_opts.reserve(opts.size());
         for (const auto& [k, v] : opts) c_opts.push_back({k.c_str(), v.c_str()});
         dwell_backend_context* ctx = nullptr;
         dwell_status st =

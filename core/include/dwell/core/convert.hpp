@@ -32,7 +32,7 @@ struct ConvertOptions {
     double snr_db = 20.0;  // the mixed policy's threshold
     PackCompression compression = PackCompression::None;
     int zstd_level = 9;
-    uint64_t frame_bytes = 256 * 1024;
+    uint64_t frame_bytes = uint64_t{256} * 1024;
 };
 
 struct ConvertedTensor {

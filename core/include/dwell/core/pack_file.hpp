@@ -73,7 +73,7 @@ public:
     struct Options {
         PackCompression compression = PackCompression::None;
         int zstd_level = 9;
-        uint64_t frame_bytes = 256 * 1024;  // raw bytes per zstd frame
+        uint64_t frame_bytes = uint64_t{256} * 1024;  // raw bytes per zstd frame
     };
 
     // Creates `path` and streams tensor data into it as tensors are added,
