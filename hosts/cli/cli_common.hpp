@@ -39,5 +39,6 @@ int synth_command(const std::vector<std::string>& args);
 int eval_command(const std::vector<std::string>& args);
 int convert_command(const std::vector<std::string>& args);
 int perplexity_command(const std::vector<std::string>& args);
+int bench_command(const std::vector<std::string>& args);
 
 }  // namespace dwell::cli

@@ -17,7 +17,9 @@ namespace {
 
 std::string shape_text(const std::vector<int64_t>& shape) {
     std::string s;
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+    // append, not "x" + to_string(...): GCC 12 warns falsely (-Wrestrict) on the latter.
+    for (size_t i = 0; i < shape.size(); ++i)
+        s.append(i ? "x" : "").append(std::to_string(shape[i]));
     return s;
 }
 

@@ -21,6 +21,7 @@ void usage(std::ostream& out) {
            "  run         generate text from a prompt and print the speed\n"
            "  eval        write the logits of every position of a token sequence\n"
            "  perplexity  measure a model's perplexity on a text file (as llama-perplexity)\n"
+           "  bench       measure prefill and decode speed (as llama-bench's pp/tg tests)\n"
            "  devices     list plugins, devices and what the manifest selected\n"
            "  synth       write a Llama-shaped GGUF with random weights\n"
            "  version     print the version\n";
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
         if (command == "eval") return dwell::cli::eval_command(args);
         if (command == "convert") return dwell::cli::convert_command(args);
         if (command == "perplexity") return dwell::cli::perplexity_command(args);
+        if (command == "bench") return dwell::cli::bench_command(args);
         std::cerr << "dwell: unknown command '" << command << "'\n";
         usage(std::cerr);
         return 2;

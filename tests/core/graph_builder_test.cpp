@@ -32,7 +32,7 @@ protected:
     }
     int32_t x(int64_t rows) {
         const int64_t ne[2] = {64, rows};
-        return builder_.input("x" + std::to_string(rows), DWELL_F32, ne);
+        return builder_.input(std::string("x").append(std::to_string(rows)), DWELL_F32, ne);
     }
     Graph graph_;
     std::map<std::string, dwell_tensor> weights_;

@@ -1,0 +1,219 @@
+// `dwell bench`: prompt-processing and generation speed, measured as
+// llama-bench's pp and tg tests are, so the figures can be set beside it.
+// The model is loaded once; each repetition gets a fresh session, so every
+// run starts from an empty KV cache.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "cli_common.hpp"
+#include "dwell/core/format_bytes.hpp"
+#include "dwell/core/model.hpp"
+#include "dwell/core/progress_bar.hpp"
+#include "dwell/core/session.hpp"
+#include "dwell/core/tokenizer.hpp"
+
+namespace dwell::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Spread {
+    double median = 0, min = 0, max = 0;
+};
+
+Spread spread(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    const double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return {median, v.front(), v.back()};
+}
+
+int32_t argmax(std::span<const float> logits) {
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// BOS, then ids from a fixed seed: the same prompt on every run and every
+// machine, independent of the tokenizer, so no text shapes the timing.
+std::vector<int32_t> prompt_ids(const Tokenizer& tok, int32_t n_vocab, int32_t n) {
+    std::vector<int32_t> ids;
+    ids.reserve(static_cast<size_t>(n));
+    const int32_t bos = tok.bos();
+    if (bos >= 0 && bos < n_vocab) ids.push_back(bos);
+    std::mt19937 rng(12345);
+    while (static_cast<int32_t>(ids.size()) < n) {
+        ids.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(n_vocab)));
+    }
+    return ids;
+}
+
+// The thread count the CPU backend was given, resolved as the runtime does.
+int32_t effective_threads(const Runtime& runtime, const CommonArgs& common) {
+    if (common.threads > 0) return common.threads;
+    for (const auto& b : runtime.backends()) {
+        if (b->device_info().kind != DWELL_DEVICE_CPU) continue;
+        const auto it = b->entry().options.find("threads");
+        if (it != b->entry().options.end()) return std::stoi(it->second);
+    }
+    if (runtime.manifest().cpu.threads > 0) return runtime.manifest().cpu.threads;
+    return static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Decode reads every weight once per token except the embedding table, of
+// which it reads one row, unless the table doubles as the output matrix.
+uint64_t weight_bytes_per_token(const Model& model) {
+    uint64_t bytes = model.weight_bytes();
+    const dwell_tensor* embd = model.weight("token_embd.weight");
+    if (embd && model.weight("output.weight") && embd->n_dims == 2) {
+        const uint64_t table = embd->nb[1] * static_cast<uint64_t>(embd->ne[1]);
+        if (table <= bytes) bytes = bytes - table + embd->nb[1];
+    }
+    return bytes;
+}
+
+struct Repetition {
+    double prefill_seconds = 0;
+    double ttft_seconds = 0;
+    double decode_seconds = 0;
+};
+
+}  // namespace
+
+int bench_command(const std::vector<std::string>& args) {
+    CommonArgs common;
+    std::string model_path, kv_type;
+    int32_t n_prompt = 128, n_gen = 64, reps = 5, n_ctx = 0;
+    bool json = false;
+    po::options_description desc("dwell bench");
+    // clang-format off
+    desc.add_options()
+        ("model,m", po::value(&model_path)->required(), "model file (GGUF or dwell pack)")
+        ("n-prompt,p", po::value(&n_prompt)->default_value(128), "prompt tokens decoded in one call (prefill)")
+        ("n-gen,n", po::value(&n_gen)->default_value(64), "tokens generated one at a time, greedily (decode)")
+        ("repetitions,r", po::value(&reps)->default_value(5), "timed repetitions, after one untimed warm-up")
+        ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
+        ("kv-type", po::value(&kv_type), "KV-cache type: f32 or f16 (default: the manifest's [kv] dtype)")
+        ("json", po::bool_switch(&json), "print one JSON object instead of a table");
+    // clang-format on
+    add_runtime_options(desc, common);
+    po::variables_map vm;
+    if (!parse("bench", "-m MODEL [-p N] [-n N] [-r N] [--json] [options]", desc, args, vm)) {
+        return 0;
+    }
+    set_verbosity(common.verbosity);
+    if (n_prompt < 1) throw po::error("--n-prompt " + std::to_string(n_prompt) + " must be >= 1");
+    if (n_gen < 1) throw po::error("--n-gen " + std::to_string(n_gen) + " must be >= 1");
+    if (reps < 1) throw po::error("--repetitions " + std::to_string(reps) + " must be >= 1");
+    if (n_ctx < 0) throw po::error("--ctx " + std::to_string(n_ctx) + " must be >= 0");
+    SessionOptions so;
+    so.n_ctx = n_ctx;
+    // One graph for the whole prompt, as llama-bench's default batch does.
+    so.n_batch = std::max(so.n_batch, n_prompt);
+    if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
+
+    Runtime runtime(runtime_options(common));
+    auto model = Model::load(runtime, model_path);
+    const int64_t ctx = n_ctx > 0 ? n_ctx : model->info().n_ctx_train;
+    if (int64_t{n_prompt} + n_gen + 1 > ctx) {
+        throw po::error("-p " + std::to_string(n_prompt) + " + -n " + std::to_string(n_gen) +
+                        " + 1 exceeds the context of " + std::to_string(ctx) + " (raise --ctx)");
+    }
+    const int32_t n_vocab = static_cast<int32_t>(model->info().n_vocab);
+    const std::vector<int32_t> prompt = prompt_ids(model->tokenizer(), n_vocab, n_prompt);
+
+    std::string kv_name;
+    std::vector<Repetition> runs;
+    {
+        ProgressBar bar("bench", int64_t{reps + 1} * (n_gen + 1));
+        int64_t done = 0;
+        for (int32_t rep = 0; rep <= reps; ++rep) {
+            Session session(runtime, model, so);
+            kv_name = session.kv_cache().dtype() == DWELL_F16 ? "f16" : "f32";
+            Repetition r;
+            auto t0 = Clock::now();
+            const std::span<const float> logits = session.decode(prompt);
+            r.prefill_seconds = seconds_since(t0);
+            int32_t next = argmax(logits);
+            // TTFT includes choosing the token, as a user waits for that too.
+            r.ttft_seconds = seconds_since(t0);
+            bar.update(++done);
+            t0 = Clock::now();
+            for (int32_t i = 0; i < n_gen; ++i) {
+                next = argmax(session.decode(std::span<const int32_t>(&next, 1)));
+                bar.update(++done);
+            }
+            r.decode_seconds = seconds_since(t0);
+            if (rep > 0) runs.push_back(r);  // repetition 0 warms caches and page tables
+        }
+    }
+
+    std::vector<double> pp, tg, ttft;
+    for (const Repetition& r : runs) {
+        pp.push_back(n_prompt / r.prefill_seconds);
+        tg.push_back(n_gen / r.decode_seconds);
+        ttft.push_back(r.ttft_seconds * 1e3);
+    }
+    const Spread pp_s = spread(pp), tg_s = spread(tg), ttft_s = spread(ttft);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const uint64_t peak_rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+    std::error_code ec;
+    const uint64_t model_bytes = std::filesystem::file_size(model->path(), ec);
+    std::vector<std::string> backends;
+    for (const auto& b : runtime.backends()) backends.push_back(b->label());
+    const int32_t threads = effective_threads(runtime, common);
+
+    if (json) {
+        auto stats = [](const Spread& s) {
+            return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}};
+        };
+        const nlohmann::json j = {
+            {"model", model->path().string()},
+            {"architecture", model->architecture()},
+            {"model_bytes", model_bytes},
+            {"weight_bytes", model->weight_bytes()},
+            {"weight_bytes_per_token", weight_bytes_per_token(*model)},
+            {"backends", backends},
+            {"threads", threads},
+            {"kv_type", kv_name},
+            {"n_ctx", ctx},
+            {"n_prompt", n_prompt},
+            {"n_gen", n_gen},
+            {"repetitions", reps},
+            {"prefill_tokens_per_second", stats(pp_s)},
+            {"decode_tokens_per_second", stats(tg_s)},
+            {"ttft_ms", stats(ttft_s)},
+            {"peak_rss_bytes", peak_rss},
+        };
+        std::cout << j.dump() << "\n";
+        return 0;
+    }
+    std::string labels;
+    for (const auto& b : backends) labels += (labels.empty() ? "" : ", ") + b;
+    std::printf("model    %s (%s, weights %s)\n", model->path().c_str(),
+                format_bytes(model_bytes).c_str(), format_bytes(model->weight_bytes()).c_str());
+    std::printf("backends %s | threads %d | ctx %lld | kv %s | %d repetitions\n", labels.c_str(),
+                threads, static_cast<long long>(ctx), kv_name.c_str(), reps);
+    std::printf("%-18s %10s %10s %10s\n", "test", "median", "min", "max");
+    const std::string pp_name = "pp" + std::to_string(n_prompt) + " tok/s";
+    const std::string tg_name = "tg" + std::to_string(n_gen) + " tok/s";
+    std::printf("%-18s %10.2f %10.2f %10.2f\n", pp_name.c_str(), pp_s.median, pp_s.min, pp_s.max);
+    std::printf("%-18s %10.2f %10.2f %10.2f\n", tg_name.c_str(), tg_s.median, tg_s.min, tg_s.max);
+    std::printf("%-18s %10.2f %10.2f %10.2f\n", "TTFT ms", ttft_s.median, ttft_s.min, ttft_s.max);
+    std::printf("peak RSS %s\n", format_bytes(peak_rss).c_str());
+    return 0;
+}
+
+}  // namespace dwell::cli

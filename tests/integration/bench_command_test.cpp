@@ -1,0 +1,98 @@
+// `dwell bench` as a script meets it: one JSON object on stdout with every
+// figure present and positive, and one-line errors for bad options.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "dwell/core/synthetic_model.hpp"
+#include "integration_support.hpp"
+
+namespace dwell::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path small_model(const TempDir& dir) {
+    SyntheticLlamaSpec spec;
+    spec.n_embd = 64;
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 128;
+    spec.n_vocab = 512;
+    spec.n_ctx = 128;
+    spec.dtype = DWELL_Q8_0;
+    spec.weight_std = 0.1f;
+    const fs::path p = dir.path() / "small.gguf";
+    write_synthetic_llama(spec, p);
+    return p;
+}
+
+bool one_line(const std::string& s) {
+    std::string t = s;
+    while (!t.empty() && t.back() == '\n') t.pop_back();
+    return !t.empty() && t.find('\n') == std::string::npos;
+}
+
+TEST(BenchCommand, JsonHasEveryFigure) {
+    TempDir dir;
+    const fs::path model = small_model(dir);
+    const auto r = run_dwell({"bench", "-m", model.string(), "-p", "8", "-n", "4", "-r", "2",
+                              "--threads", "1", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_TRUE(one_line(r.out)) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    for (const char* key : {"prefill_tokens_per_second", "decode_tokens_per_second", "ttft_ms"}) {
+        ASSERT_TRUE(j.contains(key)) << key;
+        for (const char* stat : {"median", "min", "max"}) {
+            EXPECT_GT(j[key][stat].get<double>(), 0) << key << "." << stat;
+        }
+        EXPECT_LE(j[key]["min"].get<double>(), j[key]["median"].get<double>()) << key;
+        EXPECT_LE(j[key]["median"].get<double>(), j[key]["max"].get<double>()) << key;
+    }
+    for (const char* key :
+         {"peak_rss_bytes", "model_bytes", "weight_bytes", "weight_bytes_per_token", "n_ctx"}) {
+        EXPECT_GT(j.at(key).get<uint64_t>(), 0u) << key;
+    }
+    EXPECT_EQ(j.at("threads").get<int>(), 1);
+    EXPECT_EQ(j.at("n_prompt").get<int>(), 8);
+    EXPECT_EQ(j.at("n_gen").get<int>(), 4);
+    EXPECT_EQ(j.at("repetitions").get<int>(), 2);
+    EXPECT_EQ(j.at("model").get<std::string>(), model.string());
+    EXPECT_FALSE(j.at("backends").empty());
+    EXPECT_EQ(j.at("model_bytes").get<uint64_t>(), fs::file_size(model));
+}
+
+TEST(BenchCommand, TableByDefault) {
+    TempDir dir;
+    const fs::path model = small_model(dir);
+    const auto r = run_dwell({"bench", "-m", model.string(), "-p", "4", "-n", "2", "-r", "1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("pp4 tok/s"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tg2 tok/s"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("TTFT ms"), std::string::npos) << r.out;
+}
+
+TEST(BenchCommand, BadOptionsGiveOneLineErrors) {
+    TempDir dir;
+    const fs::path model = small_model(dir);
+    const std::vector<std::vector<std::string>> cases = {
+        {"-p", "0"},
+        {"-n", "0"},
+        {"-r", "0"},
+        {"-p", "100", "-n", "40"},  // 141 > the model's context of 128
+        {"-p", "8", "--ctx", "8"},
+        {"--kv-type", "q4"},
+    };
+    for (const auto& extra : cases) {
+        std::vector<std::string> args = {"bench", "-m", model.string()};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto r = run_dwell(args);
+        EXPECT_NE(r.exit_code, 0) << extra[0] << " " << extra[1];
+        EXPECT_TRUE(one_line(r.err)) << r.err;
+        EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+}
+
+}  // namespace
+}  // namespace dwell::test
