@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "dwell/quant.h"
+#include "simd_dots.hpp"
 #include "weight_rows.hpp"
 
 namespace dwell::cpu {
@@ -112,7 +113,7 @@ float dot_q5_1_q8_1(const void* row, const ActBlockQ8_1* x, int64_t n) {
     return sum;
 }
 
-float dot_q4_K_q8_K(const void* row, const ActBlockQ8_K* x, int64_t n) {
+float dot_q4_K_q8_K_scalar(const void* row, const ActBlockQ8_K* x, int64_t n) {
     float sum = 0.0f;
     uint8_t codes[DWELL_QK_K];
     for (int64_t b = 0; b < n / DWELL_QK_K; ++b) {
@@ -150,7 +151,7 @@ float dot_q5_K_q8_K(const void* row, const ActBlockQ8_K* x, int64_t n) {
 
 // Q6_K has no mins: the -32 offset is applied to each code, and its 16
 // sub-blocks of 16 have signed 8-bit scales.
-float dot_q6_K_q8_K(const void* row, const ActBlockQ8_K* x, int64_t n) {
+float dot_q6_K_q8_K_scalar(const void* row, const ActBlockQ8_K* x, int64_t n) {
     float sum = 0.0f;
     int8_t codes[DWELL_QK_K];
     for (int64_t b = 0; b < n / DWELL_QK_K; ++b) {
@@ -177,6 +178,14 @@ float dot_q6_K_q8_K(const void* row, const ActBlockQ8_K* x, int64_t n) {
         sum += dwell_fp16_to_fp32(w.d) * x[b].d * static_cast<float>(sumi);
     }
     return sum;
+}
+
+float dot_q4_K_q8_K(const void* row, const ActBlockQ8_K* x, int64_t n) {
+    return dot_kernels().q4_K_q8_K(row, x, n);
+}
+
+float dot_q6_K_q8_K(const void* row, const ActBlockQ8_K* x, int64_t n) {
+    return dot_kernels().q6_K_q8_K(row, x, n);
 }
 
 float dot_row_prepared(dwell_dtype t, ActFormat f, const void* row, const void* act, int64_t n) {

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "dwell/quant.h"
+#include "simd_dots.hpp"
 
 namespace dwell::cpu {
 
@@ -153,6 +154,46 @@ void dequantize_row(dwell_dtype t, const void* row, float* out, int64_t n) {
     }
 }
 
+float dot_f16_f32_scalar(const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += dwell_fp16_to_fp32(load_u16(p + 2 * i)) * x[i];
+    return sum;
+}
+
+// Sum q * x within a block, then scale once: fewer roundings than scaling
+// every product, and the shape the SIMD versions have.
+float dot_q8_0_f32_scalar(const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / DWELL_QK8_0; ++b) {
+        const unsigned char* block = p + b * sizeof(dwell_block_q8_0);
+        const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
+        const float* xb = x + b * DWELL_QK8_0;
+        float block_sum = 0.0f;
+        for (int j = 0; j < DWELL_QK8_0; ++j) block_sum += static_cast<float>(qs[j]) * xb[j];
+        sum += block_sum * block_scale(block);
+    }
+    return sum;
+}
+
+float dot_q4_0_f32_scalar(const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / DWELL_QK4_0; ++b) {
+        const unsigned char* block = p + b * sizeof(dwell_block_q4_0);
+        const unsigned char* qs = block + 2;
+        const float* xb = x + b * DWELL_QK4_0;
+        float block_sum = 0.0f;
+        for (int j = 0; j < DWELL_QK4_0 / 2; ++j) {
+            block_sum += static_cast<float>((qs[j] & 0x0f) - 8) * xb[j];
+            block_sum += static_cast<float>((qs[j] >> 4) - 8) * xb[j + DWELL_QK4_0 / 2];
+        }
+        sum += block_sum * block_scale(block);
+    }
+    return sum;
+}
+
 float dot_row(dwell_dtype t, const void* row, const float* x, int64_t n) {
     const auto* p = static_cast<const unsigned char*>(row);
     float sum = 0.0f;
@@ -161,37 +202,14 @@ float dot_row(dwell_dtype t, const void* row, const float* x, int64_t n) {
             for (int64_t i = 0; i < n; ++i) sum += load_f32(p + 4 * i) * x[i];
             return sum;
         case DWELL_F16:
-            for (int64_t i = 0; i < n; ++i) sum += dwell_fp16_to_fp32(load_u16(p + 2 * i)) * x[i];
-            return sum;
+            return dot_kernels().f16_f32(p, x, n);
         case DWELL_BF16:
             for (int64_t i = 0; i < n; ++i) sum += dwell_bf16_to_fp32(load_u16(p + 2 * i)) * x[i];
             return sum;
         case DWELL_Q8_0:
-            // Sum q * x within a block, then scale once: fewer roundings than
-            // scaling every product, and the shape SIMD versions will have.
-            for (int64_t b = 0; b < n / DWELL_QK8_0; ++b) {
-                const unsigned char* block = p + b * sizeof(dwell_block_q8_0);
-                const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
-                const float* xb = x + b * DWELL_QK8_0;
-                float block_sum = 0.0f;
-                for (int j = 0; j < DWELL_QK8_0; ++j)
-                    block_sum += static_cast<float>(qs[j]) * xb[j];
-                sum += block_sum * block_scale(block);
-            }
-            return sum;
+            return dot_kernels().q8_0_f32(p, x, n);
         case DWELL_Q4_0:
-            for (int64_t b = 0; b < n / DWELL_QK4_0; ++b) {
-                const unsigned char* block = p + b * sizeof(dwell_block_q4_0);
-                const unsigned char* qs = block + 2;
-                const float* xb = x + b * DWELL_QK4_0;
-                float block_sum = 0.0f;
-                for (int j = 0; j < DWELL_QK4_0 / 2; ++j) {
-                    block_sum += static_cast<float>((qs[j] & 0x0f) - 8) * xb[j];
-                    block_sum += static_cast<float>((qs[j] >> 4) - 8) * xb[j + DWELL_QK4_0 / 2];
-                }
-                sum += block_sum * block_scale(block);
-            }
-            return sum;
+            return dot_kernels().q4_0_f32(p, x, n);
         case DWELL_Q4_1:
             return Q4_1::dot(p, x, n);
         case DWELL_Q5_0:

@@ -1,8 +1,9 @@
 // Reading rows of weight dtypes (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q4_K, Q5_K, Q6_K and the dwell row formats I4_G, I6_G, I8_C) as f32.
 //
-// Scalar reference code: correctness and clarity first; SIMD variants can
-// replace these later as long as they match them within rounding.
+// Scalar reference code: correctness and clarity first. dot_row hands F16,
+// Q8_0 and Q4_0 to the run-time selected kernels of simd_dots.hpp, which
+// match the scalar ones within float rounding.
 //
 // Thread-safety: pure functions. Ownership: callers own every buffer.
 #pragma once

@@ -1,0 +1,73 @@
+// The hot weight-row dots, chosen once per process by CPU features: scalar
+// reference versions (always present) and x86-64 SIMD versions compiled in
+// their own translation units with per-file target flags, so the plugin
+// still loads on any x86-64 and builds elsewhere.
+//
+// Results contract: the integer K-quant dots return bit-identical results to
+// the scalar ones (same exact int32 block sums, same float epilogue); the
+// f32-activation dots differ only by float summation order.
+//
+// DWELL_CPU_SIMD=scalar|avx2|avx512 overrides the choice (for testing and
+// benchmarking); a level the CPU lacks falls back to the best it has.
+//
+// Thread-safety: dot_kernels() initialises once (function-local static) and
+// is immutable afterwards. Ownership: callers own every buffer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "activation_quant.hpp"
+#include "cpu_features.hpp"
+
+namespace dwell::cpu {
+
+enum class SimdLevel { Scalar, Avx2, Avx512 };
+
+const char* simd_level_name(SimdLevel level);
+
+using DotF32Fn = float (*)(const void* row, const float* x, int64_t n);
+using DotQ8KFn = float (*)(const void* row, const ActBlockQ8_K* x, int64_t n);
+
+struct DotKernels {
+    SimdLevel level = SimdLevel::Scalar;
+    DotF32Fn f16_f32 = nullptr;
+    DotF32Fn q8_0_f32 = nullptr;
+    DotF32Fn q4_0_f32 = nullptr;
+    DotQ8KFn q4_K_q8_K = nullptr;
+    DotQ8KFn q6_K_q8_K = nullptr;
+};
+
+// The best level the features allow (only levels that have kernels).
+SimdLevel best_simd_level(const CpuFeatures& f);
+
+// The level to use given DWELL_CPU_SIMD's value (nullptr when unset): the
+// request if the CPU supports it, else the best supported one. Unknown
+// values are ignored.
+SimdLevel select_simd_level(const char* env, const CpuFeatures& f);
+
+// The table for a level, which must be supported by this CPU.
+DotKernels dot_kernels_for(SimdLevel level);
+
+// The process-wide table: select_simd_level(getenv("DWELL_CPU_SIMD"),
+// detect_cpu_features()), evaluated on first use.
+const DotKernels& dot_kernels();
+
+// Scalar references (weight_rows.cpp / integer_dot.cpp).
+float dot_f16_f32_scalar(const void* row, const float* x, int64_t n);
+float dot_q8_0_f32_scalar(const void* row, const float* x, int64_t n);
+float dot_q4_0_f32_scalar(const void* row, const float* x, int64_t n);
+float dot_q4_K_q8_K_scalar(const void* row, const ActBlockQ8_K* x, int64_t n);
+float dot_q6_K_q8_K_scalar(const void* row, const ActBlockQ8_K* x, int64_t n);
+
+#if defined(__x86_64__)
+// simd_dots_avx2.cpp: need AVX2, FMA and F16C.
+float dot_f16_f32_avx2(const void* row, const float* x, int64_t n);
+float dot_q8_0_f32_avx2(const void* row, const float* x, int64_t n);
+float dot_q4_0_f32_avx2(const void* row, const float* x, int64_t n);
+float dot_q4_K_q8_K_avx2(const void* row, const ActBlockQ8_K* x, int64_t n);
+float dot_q6_K_q8_K_avx2(const void* row, const ActBlockQ8_K* x, int64_t n);
+#endif
+
+}  // namespace dwell::cpu

@@ -1,0 +1,219 @@
+// SIMD dots against their scalar references: integer K-quant dots must be
+// bit-identical (exact int32 sums, same float epilogue); f32-activation dots
+// may differ only by summation order, so they are compared relative to
+// sum |w * x|, the scale float rounding error grows with (relative to the
+// result itself, cancellation could make any reordering look wrong).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "activation_quant.hpp"
+#include "cpu_test_graph.hpp"
+#include "simd_dots.hpp"
+#include "weight_rows.hpp"
+
+namespace dwell::cpu {
+namespace {
+
+using test::random_floats;
+using test::random_weight_rows;
+
+// Copies bytes to a buffer whose start is `offset` bytes past a 64-byte
+// boundary, so kernels meet the unaligned rows of a mapped file.
+class OffsetBuffer {
+public:
+    OffsetBuffer(const std::vector<uint8_t>& bytes, size_t offset)
+        : storage_(bytes.size() + 64 + offset) {
+        const auto base = reinterpret_cast<uintptr_t>(storage_.data());
+        start_ = storage_.data() + ((64 - base % 64) % 64) + offset;
+        std::memcpy(start_, bytes.data(), bytes.size());
+    }
+    const uint8_t* data() const { return start_; }
+
+private:
+    std::vector<uint8_t> storage_;
+    uint8_t* start_;
+};
+
+bool level_supported(SimdLevel level) {
+    return best_simd_level(detect_cpu_features()) >= level;
+}
+
+// Element counts: one block, whole multiples, odd block counts, and for F16
+// lengths that leave a scalar tail.
+const int64_t kBlockCounts[] = {1, 2, 3, 7, 16, 17};
+const size_t kOffsets[] = {0, 1, 3};
+
+double abs_dot(const void* row, dwell_dtype t, const float* x, int64_t n) {
+    std::vector<float> w(static_cast<size_t>(n));
+    dequantize_row(t, row, w.data(), n);
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += std::fabs(double(w[size_t(i)]) * x[i]);
+    return s;
+}
+
+void check_f32_dot(SimdLevel level, dwell_dtype t, int64_t block, DotF32Fn DotKernels::*fn) {
+    if (!level_supported(level)) {
+        GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
+    }
+    const DotKernels simd = dot_kernels_for(level);
+    const DotKernels scalar = dot_kernels_for(SimdLevel::Scalar);
+    ASSERT_EQ(simd.level, level);
+    uint32_t seed = 1;
+    for (int64_t blocks : kBlockCounts) {
+        for (int64_t extra : {int64_t{0}, int64_t{5}}) {
+            if (extra != 0 && t != DWELL_F16) continue;
+            const int64_t n = blocks * block + extra;
+            const auto bytes = random_weight_rows(t, n, 1, seed++);
+            const auto x = random_floats(static_cast<size_t>(n), seed++);
+            for (size_t off : kOffsets) {
+                OffsetBuffer row(bytes, off);
+                const float want = (scalar.*fn)(row.data(), x.data(), n);
+                const float got = (simd.*fn)(row.data(), x.data(), n);
+                const double scale = abs_dot(row.data(), t, x.data(), n);
+                EXPECT_NEAR(got, want, 1e-5 * scale)
+                    << dwell_dtype_name(t) << " n=" << n << " offset=" << off;
+            }
+        }
+    }
+}
+
+void check_q8_K_dot(SimdLevel level, dwell_dtype t, DotQ8KFn DotKernels::*fn) {
+    if (!level_supported(level)) {
+        GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
+    }
+    const DotKernels simd = dot_kernels_for(level);
+    const DotKernels scalar = dot_kernels_for(SimdLevel::Scalar);
+    uint32_t seed = 100;
+    for (int64_t blocks : kBlockCounts) {
+        const int64_t n = blocks * DWELL_QK_K;
+        const auto bytes = random_weight_rows(t, n, 1, seed++);
+        // Wide-range activations so some blocks hit the int8 extremes.
+        const auto xf = random_floats(static_cast<size_t>(n), seed++, -4.0f, 3.0f);
+        ActivationRows acts(ActFormat::Q8_K, n, 1);
+        acts.set(0, xf.data());
+        const auto* x = static_cast<const ActBlockQ8_K*>(acts.row(0));
+        for (size_t off : kOffsets) {
+            OffsetBuffer row(bytes, off);
+            const float want = (scalar.*fn)(row.data(), x, n);
+            const float got = (simd.*fn)(row.data(), x, n);
+            EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+                << dwell_dtype_name(t) << " n=" << n << " offset=" << off << ": " << got << " vs "
+                << want;
+        }
+    }
+}
+
+TEST(SimdKernels, Avx2F16) {
+    check_f32_dot(SimdLevel::Avx2, DWELL_F16, 32, &DotKernels::f16_f32);
+}
+
+TEST(SimdKernels, Avx2Q8_0) {
+    check_f32_dot(SimdLevel::Avx2, DWELL_Q8_0, DWELL_QK8_0, &DotKernels::q8_0_f32);
+}
+
+TEST(SimdKernels, Avx2Q4_0) {
+    check_f32_dot(SimdLevel::Avx2, DWELL_Q4_0, DWELL_QK4_0, &DotKernels::q4_0_f32);
+}
+
+TEST(SimdKernels, Avx2Q4_KIsBitIdentical) {
+    check_q8_K_dot(SimdLevel::Avx2, DWELL_Q4_K, &DotKernels::q4_K_q8_K);
+}
+
+TEST(SimdKernels, Avx2Q6_KIsBitIdentical) {
+    check_q8_K_dot(SimdLevel::Avx2, DWELL_Q6_K, &DotKernels::q6_K_q8_K);
+}
+
+// Extreme codes and activations: all-max nibbles against -128/127 bytes,
+// where a saturating 16-bit step would show.
+TEST(SimdKernels, Avx2KQuantExtremes) {
+    if (!level_supported(SimdLevel::Avx2)) GTEST_SKIP() << "CPU lacks avx2";
+    const DotKernels simd = dot_kernels_for(SimdLevel::Avx2);
+    const DotKernels scalar = dot_kernels_for(SimdLevel::Scalar);
+    alignas(ActBlockQ8_K) ActBlockQ8_K x{};
+    x.d = 0.5f;
+    for (int i = 0; i < DWELL_QK_K; ++i) x.qs[i] = static_cast<int8_t>(i % 2 ? 127 : -128);
+    for (int s = 0; s < DWELL_QK_K / 16; ++s) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += x.qs[16 * s + i];
+        x.bsums[s] = static_cast<int16_t>(sum);
+    }
+    for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xff}, uint8_t{0x5a}}) {
+        dwell_block_q4_K q4{};
+        std::memset(&q4, fill, sizeof q4);
+        q4.d = dwell_fp32_to_fp16(0.01f);
+        q4.dmin = dwell_fp32_to_fp16(0.02f);
+        EXPECT_EQ(simd.q4_K_q8_K(&q4, &x, DWELL_QK_K), scalar.q4_K_q8_K(&q4, &x, DWELL_QK_K));
+        dwell_block_q6_K q6{};
+        std::memset(&q6, fill, sizeof q6);
+        for (auto& sc : q6.scales) sc = fill == 0xff ? int8_t{-128} : int8_t{127};
+        q6.d = dwell_fp32_to_fp16(0.01f);
+        EXPECT_EQ(simd.q6_K_q8_K(&q6, &x, DWELL_QK_K), scalar.q6_K_q8_K(&q6, &x, DWELL_QK_K));
+    }
+}
+
+TEST(SimdKernels, EnvironmentSelectsLevel) {
+    CpuFeatures all;
+    all.avx2 = all.fma = all.f16c = true;
+    all.avx512f = all.avx512bw = all.avx512vl = all.avx512vnni = true;
+    EXPECT_EQ(select_simd_level("scalar", all), SimdLevel::Scalar);
+    EXPECT_EQ(select_simd_level("scalar", CpuFeatures{}), SimdLevel::Scalar);
+    // A request the CPU cannot honour falls back to what it has.
+    EXPECT_EQ(select_simd_level("avx2", CpuFeatures{}), SimdLevel::Scalar);
+    EXPECT_EQ(select_simd_level("avx512", CpuFeatures{}), SimdLevel::Scalar);
+#if defined(__x86_64__)
+    EXPECT_EQ(select_simd_level(nullptr, all), SimdLevel::Avx2);
+    EXPECT_EQ(select_simd_level("avx2", all), SimdLevel::Avx2);
+    CpuFeatures no_f16c = all;
+    no_f16c.f16c = false;
+    EXPECT_EQ(select_simd_level(nullptr, no_f16c), SimdLevel::Scalar);
+#endif
+    const DotKernels scalar = dot_kernels_for(SimdLevel::Scalar);
+    EXPECT_EQ(scalar.level, SimdLevel::Scalar);
+    EXPECT_EQ(scalar.q4_0_f32, &dot_q4_0_f32_scalar);
+    EXPECT_EQ(scalar.q8_0_f32, &dot_q8_0_f32_scalar);
+    EXPECT_EQ(scalar.f16_f32, &dot_f16_f32_scalar);
+    EXPECT_EQ(scalar.q4_K_q8_K, &dot_q4_K_q8_K_scalar);
+    EXPECT_EQ(scalar.q6_K_q8_K, &dot_q6_K_q8_K_scalar);
+}
+
+// The process-wide table honours DWELL_CPU_SIMD as this process saw it.
+TEST(SimdKernels, ProcessTableFollowsEnvironment) {
+    const char* env = std::getenv("DWELL_CPU_SIMD");
+    const SimdLevel want = select_simd_level(env, detect_cpu_features());
+    EXPECT_EQ(dot_kernels().level, want);
+    if (env != nullptr && std::string_view(env) == "scalar") {
+        EXPECT_EQ(dot_kernels().q4_0_f32, &dot_q4_0_f32_scalar);
+    }
+}
+
+// DWELL_CPU_SIMD=scalar really reaches the process-wide table: checked in a
+// re-executed child (threadsafe death-test style), where the table has not
+// been initialised yet.
+TEST(SimdKernels, ScalarOverrideForcesScalarPath) {
+    ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+    const char* old = std::getenv("DWELL_CPU_SIMD");
+    const std::string saved = old ? old : "";
+    setenv("DWELL_CPU_SIMD", "scalar", 1);
+    EXPECT_EXIT(
+        {
+            const DotKernels& k = dot_kernels();
+            const bool ok = k.level == SimdLevel::Scalar && k.q4_0_f32 == &dot_q4_0_f32_scalar &&
+                            k.q4_K_q8_K == &dot_q4_K_q8_K_scalar;
+            std::exit(ok ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
+    if (old) {
+        setenv("DWELL_CPU_SIMD", saved.c_str(), 1);
+    } else {
+        unsetenv("DWELL_CPU_SIMD");
+    }
+}
+
+}  // namespace
+}  // namespace dwell::cpu
