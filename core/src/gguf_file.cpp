@@ -20,6 +20,7 @@
 
 #include "dwell/core/error.hpp"
 #include "posix_file.hpp"
+#include "printable_name.hpp"
 
 namespace dwell {
 namespace {
@@ -111,23 +112,8 @@ double load_f64(const uint8_t* p) {
     return std::bit_cast<double>(load_le<uint64_t>(p));
 }
 
-// Names from the file may hold anything; messages must stay one readable line.
 std::string printable(std::string_view s) {
-    std::string out;
-    const size_t n = std::min(s.size(), kMaxNameInMessage);
-    out.reserve(n + 8);
-    for (size_t i = 0; i < n; ++i) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c < 0x20 || c == 0x7f || c == '\\' || c == '\'') {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", c);
-            out += buf;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    if (s.size() > n) out += "...";
-    return out;
+    return printable_name(s, kMaxNameInMessage);
 }
 
 const char* type_name(GgufType t) {

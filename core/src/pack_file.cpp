@@ -69,6 +69,7 @@
 #include "dwell/core/error.hpp"
 #include "dwell/core/gguf_file.hpp"
 #include "posix_file.hpp"
+#include "printable_name.hpp"
 
 namespace dwell {
 namespace {
@@ -107,23 +108,8 @@ void store_le(uint8_t* p, T v) {
     for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(u >> (8 * i));
 }
 
-// Names from the file may hold anything; messages must stay one readable line.
 std::string printable(std::string_view s) {
-    std::string out;
-    const size_t n = std::min(s.size(), kMaxNameInMessage);
-    out.reserve(n + 8);
-    for (size_t i = 0; i < n; ++i) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c < 0x20 || c == 0x7f || c == '\\' || c == '\'') {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", c);
-            out += buf;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    if (s.size() > n) out += "...";
-    return out;
+    return printable_name(s, kMaxNameInMessage);
 }
 
 std::string hex64(uint64_t v) {
@@ -373,7 +359,8 @@ public:
 
             const int32_t dtype = load_le<int32_t>(q);
             const uint32_t n_dims = load_le<uint32_t>(q + 4);
-            for (int d = 0; d < DWELL_MAX_DIMS; ++d) e.ne[d] = load_le<int64_t>(q + 8 + 8 * static_cast<ptrdiff_t>(d));
+            for (int d = 0; d < DWELL_MAX_DIMS; ++d)
+                e.ne[d] = load_le<int64_t>(q + 8 + 8 * static_cast<ptrdiff_t>(d));
             q += 8 + 8 * DWELL_MAX_DIMS;
             e.offset = load_le<uint64_t>(q);
             e.stored = load_le<uint64_t>(q + 8);

@@ -12,22 +12,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path small_model(const TempDir& dir) {
-    SyntheticLlamaSpec spec;
-    spec.n_embd = 64;
-    spec.n_layer = 2;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 128;
-    spec.n_vocab = 512;
-    spec.n_ctx = 128;
-    spec.dtype = DWELL_Q8_0;
-    spec.weight_std = 0.1f;
-    const fs::path p = dir.path() / "small.gguf";
-    write_synthetic_llama(spec, p);
-    return p;
-}
-
 bool one_line(const std::string& s) {
     std::string t = s;
     while (!t.empty() && t.back() == '\n') t.pop_back();
@@ -36,7 +20,7 @@ bool one_line(const std::string& s) {
 
 TEST(BenchCommand, JsonHasEveryFigure) {
     TempDir dir;
-    const fs::path model = small_model(dir);
+    const fs::path model = write_small_model(dir);
     const auto r = run_dwell({"bench", "-m", model.string(), "-p", "8", "-n", "4", "-r", "2",
                               "--threads", "1", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -65,7 +49,7 @@ TEST(BenchCommand, JsonHasEveryFigure) {
 
 TEST(BenchCommand, TableByDefault) {
     TempDir dir;
-    const fs::path model = small_model(dir);
+    const fs::path model = write_small_model(dir);
     const auto r = run_dwell({"bench", "-m", model.string(), "-p", "4", "-n", "2", "-r", "1"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("pp4 tok/s"), std::string::npos) << r.out;
@@ -75,7 +59,7 @@ TEST(BenchCommand, TableByDefault) {
 
 TEST(BenchCommand, BadOptionsGiveOneLineErrors) {
     TempDir dir;
-    const fs::path model = small_model(dir);
+    const fs::path model = write_small_model(dir);
     const std::vector<std::vector<std::string>> cases = {
         {"-p", "0"},
         {"-n", "0"},

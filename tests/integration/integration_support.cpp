@@ -12,6 +12,7 @@
 #include "dwell/core/model.hpp"
 #include "dwell/core/sampler.hpp"
 #include "dwell/core/session.hpp"
+#include "dwell/core/synthetic_model.hpp"
 
 namespace dwell::test {
 
@@ -39,6 +40,22 @@ TempDir::~TempDir() {
 fs::path TempDir::write(const std::string& name, const std::string& content) const {
     fs::path p = path_ / name;
     std::ofstream(p, std::ios::binary) << content;
+    return p;
+}
+
+fs::path write_small_model(const TempDir& dir) {
+    SyntheticLlamaSpec spec;
+    spec.n_embd = 64;
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 128;
+    spec.n_vocab = 512;
+    spec.n_ctx = 128;
+    spec.dtype = DWELL_Q8_0;
+    spec.weight_std = 0.1f;
+    const fs::path p = dir.path() / "small.gguf";
+    write_synthetic_llama(spec, p);
     return p;
 }
 

@@ -28,6 +28,9 @@ private:
     std::filesystem::path path_;
 };
 
+// A small synthetic Llama (2 layers, Q8_0, vocab 512) written into `dir`.
+std::filesystem::path write_small_model(const TempDir& dir);
+
 // Greedy continuation: prompt ids followed by up to n generated ids.
 std::vector<int32_t> greedy_ids(Runtime& runtime, const std::filesystem::path& model,
                                 const std::string& prompt, int32_t n);

@@ -42,22 +42,6 @@ private:
     std::shared_ptr<spdlog::logger> previous_;
 };
 
-fs::path small_model(const TempDir& dir) {
-    SyntheticLlamaSpec spec;
-    spec.n_embd = 64;
-    spec.n_layer = 2;
-    spec.n_head = 4;
-    spec.n_head_kv = 2;
-    spec.n_ff = 128;
-    spec.n_vocab = 512;
-    spec.n_ctx = 128;
-    spec.dtype = DWELL_Q8_0;
-    spec.weight_std = 0.1f;
-    const fs::path p = dir.path() / "small.gguf";
-    write_synthetic_llama(spec, p);
-    return p;
-}
-
 TEST(PluginArchitecture, PluginsAreLoadedAtRunTimeNotLinked) {
     // libdwell and the dwell executable must not depend on any plugin.
     for (const fs::path& bin :
@@ -148,7 +132,7 @@ TEST(PluginArchitecture, MalformedManifestReportsFileLineColumn) {
 
 TEST(PluginArchitecture, BadModelFilesFailWithOneLine) {
     TempDir dir;
-    const auto model = small_model(dir);
+    const auto model = write_small_model(dir);
     std::ifstream in(model, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::string bad_magic = bytes;
@@ -173,7 +157,7 @@ TEST(PluginArchitecture, BadModelFilesFailWithOneLine) {
 
 TEST(PluginArchitecture, GraphSplitsAcrossBackendsWithIdenticalTokens) {
     TempDir dir;
-    const auto model = small_model(dir);
+    const auto model = write_small_model(dir);
     const auto split_manifest =
         dir.write("split.toml", "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
                                     "\"]\n\n[[backend]]\nplugin = \"partial\"\n\n"
@@ -213,7 +197,7 @@ TEST(PluginArchitecture, GraphSplitsAcrossBackendsWithIdenticalTokens) {
 
 TEST(PluginArchitecture, UnknownArchitectureNamesTheServedOnes) {
     TempDir dir;
-    const auto model = small_model(dir);
+    const auto model = write_small_model(dir);
     std::ifstream in(model, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // Same-length rename keeps every offset valid.
@@ -235,7 +219,7 @@ TEST(PluginArchitecture, UnknownArchitectureNamesTheServedOnes) {
 
 TEST(PluginArchitecture, BadTokenAndFullContextLeaveTheSessionUsable) {
     TempDir dir;
-    const auto model_path = small_model(dir);
+    const auto model_path = write_small_model(dir);
     Runtime runtime;
     auto model = Model::load(runtime, model_path);
     SessionOptions so;
