@@ -17,10 +17,12 @@ QuantPolicy parse_quant_policy(const std::string& name) {
     if (name == "keep") return QuantPolicy::Keep;
     if (name == "q8") return QuantPolicy::Q8;
     if (name == "q4g128") return QuantPolicy::Q4G128;
+    if (name == "q4g64") return QuantPolicy::Q4G64;
+    if (name == "q4g32") return QuantPolicy::Q4G32;
     if (name == "mixed") return QuantPolicy::Mixed;
-    throw Error(
-        DWELL_ERR_INVALID_ARGUMENT,
-        "--quant '" + name + "' is not a quantization policy (use keep, q8, q4g128 or mixed)");
+    throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                "--quant '" + name +
+                    "' is not a quantization policy (use keep, q8, q4g128, q4g64, q4g32 or mixed)");
 }
 
 const char* quant_policy_name(QuantPolicy policy) {
@@ -31,6 +33,10 @@ const char* quant_policy_name(QuantPolicy policy) {
             return "q8";
         case QuantPolicy::Q4G128:
             return "q4g128";
+        case QuantPolicy::Q4G64:
+            return "q4g64";
+        case QuantPolicy::Q4G32:
+            return "q4g32";
         case QuantPolicy::Mixed:
             return "mixed";
     }
@@ -108,6 +114,10 @@ ConvertReport convert_to_pack(const ConvertOptions& options,
                 chosen = encode(DWELL_I8_C, values, cols, rows);
             } else if (options.quant == QuantPolicy::Q4G128) {
                 chosen = encode(DWELL_I4_G, values, cols, rows);
+            } else if (options.quant == QuantPolicy::Q4G64) {
+                chosen = encode(DWELL_I4_G64, values, cols, rows);
+            } else if (options.quant == QuantPolicy::Q4G32) {
+                chosen = encode(DWELL_I4_G32, values, cols, rows);
             } else {
                 // Cheapest format that keeps the tensor above the threshold.
                 chosen = encode(DWELL_I4_G, values, cols, rows);

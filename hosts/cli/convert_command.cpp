@@ -38,7 +38,7 @@ int convert_command(const std::vector<std::string>& args) {
     desc.add_options()
         ("input", po::value(&input)->required(), "the GGUF file to convert")
         ("output,o", po::value(&output)->required(), "the pack to write (.dwell)")
-        ("quant", po::value(&quant)->default_value("keep"), "keep, q8 (int8 per channel), q4g128 (int4, groups of 128) or mixed")
+        ("quant", po::value(&quant)->default_value("keep"), "keep, q8 (int8 per channel), q4g128 / q4g64 / q4g32 (int4, groups of 128 / 64 / 32) or mixed")
         ("snr-db", po::value(&snr_db)->default_value(20.0, "20"), "mixed: the least signal-to-noise ratio a tensor may keep (dB)")
         ("compress", po::value(&compress)->default_value("none"), "none or zstd (independent frames per tensor)")
         ("zstd-level", po::value(&zstd_level)->default_value(9), "zstd compression level (1-22)")
@@ -46,7 +46,8 @@ int convert_command(const std::vector<std::string>& args) {
         ("quiet,q", po::bool_switch(&quiet), "do not print the per-tensor table");
     // clang-format on
     po::variables_map vm;
-    if (!parse("convert", "IN.gguf -o OUT.dwell [--quant q4g128|q8|mixed|keep] [--compress zstd]",
+    if (!parse("convert",
+               "IN.gguf -o OUT.dwell [--quant q4g128|q4g64|q4g32|q8|mixed|keep] [--compress zstd]",
                desc, args, vm, &positional)) {
         return 0;
     }

@@ -181,3 +181,35 @@ TEST(QuantizedReshape, RowFormatsKeepTheirRowLength) {
 
 }  // namespace
 }  // namespace dwell
+
+// Group sizes other than the default 128: the row layout follows the same
+// closed form, and smaller groups buy accuracy with more scales.
+TEST(QuantizeTensor, SmallerInt4GroupsLayoutAndAccuracy) {
+    struct Case {
+        dwell_dtype dtype;
+        int64_t group;
+        const char* name;
+    };
+    for (const Case c : {Case{DWELL_I4_G64, 64, "i4g64"}, Case{DWELL_I4_G32, 32, "i4g32"}}) {
+        EXPECT_STREQ(dwell_dtype_name(c.dtype), c.name);
+        EXPECT_EQ(dwell_group_size(c.dtype), c.group);
+        for (int64_t n : {1, 31, 32, 63, 64, 172, 4096}) {
+            const int64_t groups = (n + c.group - 1) / c.group;
+            EXPECT_EQ(dwell_row_bytes(c.dtype, n), static_cast<size_t>(4 * groups + (n + 1) / 2))
+                << c.name << " n=" << n;
+        }
+    }
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int64_t cols = 4096, rows = 64;
+    std::vector<float> x(static_cast<size_t>(cols * rows));
+    for (float& v : x) v = normal(rng);
+    auto snr = [&](dwell_dtype t) {
+        const auto bytes = dwell::quantize_tensor(t, x, cols, rows);
+        EXPECT_EQ(bytes.size(), static_cast<size_t>(rows) * dwell_row_bytes(t, cols));
+        return dwell::quantization_snr_db(x, dwell::dequantize_tensor(t, bytes, cols, rows));
+    };
+    const double g128 = snr(DWELL_I4_G), g64 = snr(DWELL_I4_G64), g32 = snr(DWELL_I4_G32);
+    EXPECT_GT(g64, g128);
+    EXPECT_GT(g32, g64);
+}

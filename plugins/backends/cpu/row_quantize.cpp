@@ -57,7 +57,9 @@ void store_row(dwell_dtype t, const float* x, void* out, int64_t n) {
             quantize_row_q4_0(x, out, n);
             return;
         case DWELL_I4_G:
-            dwell_quantize_row_i4g(x, out, n);
+        case DWELL_I4_G64:
+        case DWELL_I4_G32:
+            dwell_quantize_row(t, x, out, n);
             return;
         case DWELL_I6_G:
             dwell_quantize_row_i6g(x, out, n);

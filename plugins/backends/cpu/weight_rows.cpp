@@ -62,11 +62,11 @@ using Q6_K = SdkFormat<dwell_block_q6_K, DWELL_QK_K, dwell_dequantize_block_q6_K
 
 // I4_G / I6_G: within a group sum(d * q * x + m * x) = d * (q . x) + m * sum(x),
 // so the inner loop works on the raw codes and each group is scaled once.
-float dot_group_row(int bits, const unsigned char* p, const float* x, int64_t n) {
+float dot_group_row(int bits, int64_t group, const unsigned char* p, const float* x, int64_t n) {
     uint8_t q[DWELL_GROUP_SIZE];
     float sum = 0.0f;
-    for (int64_t g = 0; g < n; g += DWELL_GROUP_SIZE) {
-        const int64_t len = std::min<int64_t>(DWELL_GROUP_SIZE, n - g);
+    for (int64_t g = 0; g < n; g += group) {
+        const int64_t len = std::min<int64_t>(group, n - g);
         const float d = dwell_fp16_to_fp32(dwell_load_u16le(p));
         const float m = dwell_fp16_to_fp32(dwell_load_u16le(p + 2));
         dwell_unpack_codes(bits, p + 4, q, len);
@@ -144,7 +144,10 @@ void dequantize_row(dwell_dtype t, const void* row, float* out, int64_t n) {
         // The row formats need no alignment, so their SDK decoders read the
         // mapped row in place.
         case DWELL_I4_G:
-            return dwell_dequantize_row_i4g(p, out, n);
+        case DWELL_I4_G64:
+        case DWELL_I4_G32:
+            dwell_dequantize_row(t, p, out, n);
+            return;
         case DWELL_I6_G:
             return dwell_dequantize_row_i6g(p, out, n);
         case DWELL_I8_C:
@@ -223,9 +226,11 @@ float dot_row(dwell_dtype t, const void* row, const float* x, int64_t n) {
         case DWELL_Q6_K:
             return Q6_K::dot(p, x, n);
         case DWELL_I4_G:
-            return dot_group_row(4, p, x, n);
+        case DWELL_I4_G64:
+        case DWELL_I4_G32:
+            return dot_group_row(4, dwell_group_size(t), p, x, n);
         case DWELL_I6_G:
-            return dot_group_row(6, p, x, n);
+            return dot_group_row(6, DWELL_GROUP_SIZE, p, x, n);
         case DWELL_I8_C:
             return dot_i8c_row(p, x, n);
         default:

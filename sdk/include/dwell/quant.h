@@ -262,7 +262,7 @@ static inline void dwell_store_f32le(uint8_t* p, float f) {
 
 /* Bits per code of a group format: 4 for I4_G, 6 for I6_G, 0 otherwise. */
 static inline int dwell_group_bits(dwell_dtype t) {
-    return t == DWELL_I4_G ? 4 : t == DWELL_I6_G ? 6 : 0;
+    return t == DWELL_I6_G ? 6 : dwell_group_size(t) ? 4 : 0;
 }
 
 /* The len codes of one group's stream (bits = 4 or 6). */
@@ -422,20 +422,23 @@ static inline void dwell_quantize_group(int bits, const float* x_in, int64_t len
     dwell_pack_codes(bits, q, out + 4, len);
 }
 
-static inline void dwell_quantize_row_ig(int bits, const float* x, void* dst, int64_t n) {
+/* group <= DWELL_GROUP_SIZE. */
+static inline void dwell_quantize_row_ig(int bits, int64_t group, const float* x, void* dst,
+                                         int64_t n) {
     uint8_t* y = (uint8_t*)dst;
-    for (int64_t g = 0; g < n; g += DWELL_GROUP_SIZE) {
-        const int64_t len = n - g < DWELL_GROUP_SIZE ? n - g : DWELL_GROUP_SIZE;
+    for (int64_t g = 0; g < n; g += group) {
+        const int64_t len = n - g < group ? n - g : group;
         dwell_quantize_group(bits, x + g, len, y);
         y += 4 + dwell_group_code_bytes(bits, len);
     }
 }
 
-static inline void dwell_dequantize_row_ig(int bits, const void* src, float* y, int64_t n) {
+static inline void dwell_dequantize_row_ig(int bits, int64_t group, const void* src, float* y,
+                                           int64_t n) {
     const uint8_t* p = (const uint8_t*)src;
     uint8_t q[DWELL_GROUP_SIZE];
-    for (int64_t g = 0; g < n; g += DWELL_GROUP_SIZE) {
-        const int64_t len = n - g < DWELL_GROUP_SIZE ? n - g : DWELL_GROUP_SIZE;
+    for (int64_t g = 0; g < n; g += group) {
+        const int64_t len = n - g < group ? n - g : group;
         const float d = dwell_fp16_to_fp32(dwell_load_u16le(p));
         const float m = dwell_fp16_to_fp32(dwell_load_u16le(p + 2));
         dwell_unpack_codes(bits, p + 4, q, len);
@@ -446,19 +449,35 @@ static inline void dwell_dequantize_row_ig(int bits, const void* src, float* y, 
 
 /* One row of n values (any n >= 1) to dwell_row_bytes(DWELL_I4_G, n) bytes. */
 static inline void dwell_quantize_row_i4g(const float* x, void* y, int64_t n) {
-    dwell_quantize_row_ig(4, x, y, n);
+    dwell_quantize_row_ig(4, DWELL_GROUP_SIZE, x, y, n);
 }
 
 static inline void dwell_dequantize_row_i4g(const void* x, float* y, int64_t n) {
-    dwell_dequantize_row_ig(4, x, y, n);
+    dwell_dequantize_row_ig(4, DWELL_GROUP_SIZE, x, y, n);
+}
+
+static inline void dwell_quantize_row_i4g64(const float* x, void* y, int64_t n) {
+    dwell_quantize_row_ig(4, 64, x, y, n);
+}
+
+static inline void dwell_dequantize_row_i4g64(const void* x, float* y, int64_t n) {
+    dwell_dequantize_row_ig(4, 64, x, y, n);
+}
+
+static inline void dwell_quantize_row_i4g32(const float* x, void* y, int64_t n) {
+    dwell_quantize_row_ig(4, 32, x, y, n);
+}
+
+static inline void dwell_dequantize_row_i4g32(const void* x, float* y, int64_t n) {
+    dwell_dequantize_row_ig(4, 32, x, y, n);
 }
 
 static inline void dwell_quantize_row_i6g(const float* x, void* y, int64_t n) {
-    dwell_quantize_row_ig(6, x, y, n);
+    dwell_quantize_row_ig(6, DWELL_GROUP_SIZE, x, y, n);
 }
 
 static inline void dwell_dequantize_row_i6g(const void* x, float* y, int64_t n) {
-    dwell_dequantize_row_ig(6, x, y, n);
+    dwell_dequantize_row_ig(6, DWELL_GROUP_SIZE, x, y, n);
 }
 
 /* d = max|x| / 127 over the finite values, q = round(x / d): infinities
@@ -524,6 +543,12 @@ static inline int dwell_dequantize_row(dwell_dtype t, const void* src, float* ds
         case DWELL_I4_G:
             dwell_dequantize_row_i4g(src, dst, n);
             return 0;
+        case DWELL_I4_G64:
+            dwell_dequantize_row_i4g64(src, dst, n);
+            return 0;
+        case DWELL_I4_G32:
+            dwell_dequantize_row_i4g32(src, dst, n);
+            return 0;
         case DWELL_I6_G:
             dwell_dequantize_row_i6g(src, dst, n);
             return 0;
@@ -553,6 +578,12 @@ static inline int dwell_quantize_row(dwell_dtype t, const float* src, void* dst,
         case DWELL_I4_G:
             dwell_quantize_row_i4g(src, dst, n);
             return 0;
+        case DWELL_I4_G64:
+            dwell_quantize_row_i4g64(src, dst, n);
+            return 0;
+        case DWELL_I4_G32:
+            dwell_quantize_row_i4g32(src, dst, n);
+            return 0;
         case DWELL_I6_G:
             dwell_quantize_row_i6g(src, dst, n);
             return 0;
@@ -573,6 +604,8 @@ static inline int dwell_has_encoder(dwell_dtype t) {
         case DWELL_Q8_0:
         case DWELL_Q4_0:
         case DWELL_I4_G:
+        case DWELL_I4_G64:
+        case DWELL_I4_G32:
         case DWELL_I6_G:
         case DWELL_I8_C:
             return 1;
@@ -595,6 +628,8 @@ static inline int dwell_has_decoder(dwell_dtype t) {
         case DWELL_Q5_K:
         case DWELL_Q6_K:
         case DWELL_I4_G:
+        case DWELL_I4_G64:
+        case DWELL_I4_G32:
         case DWELL_I6_G:
         case DWELL_I8_C:
             return 1;

@@ -37,13 +37,15 @@ typedef enum dwell_dtype {
     DWELL_I4_G = 7, /* dwell row format: int4 codes in groups of 128, see below */
     DWELL_FP8_E4M3 = 8,
     DWELL_I32 = 9,
-    DWELL_Q4_1 = 10, /* blocks of 32: x = d * nibble + m */
-    DWELL_Q5_0 = 11, /* blocks of 32: x = d * (q5 - 16) */
-    DWELL_Q5_1 = 12, /* blocks of 32: x = d * q5 + m */
-    DWELL_Q5_K = 13, /* super-blocks of 256, see dwell_block_q5_K */
-    DWELL_I6_G = 14, /* dwell row format: int6 codes in groups of 128, see below */
-    DWELL_I8_C = 15, /* dwell row format: int8 codes, one f32 scale per row */
-    DWELL_DTYPE_COUNT = 16,
+    DWELL_Q4_1 = 10,   /* blocks of 32: x = d * nibble + m */
+    DWELL_Q5_0 = 11,   /* blocks of 32: x = d * (q5 - 16) */
+    DWELL_Q5_1 = 12,   /* blocks of 32: x = d * q5 + m */
+    DWELL_Q5_K = 13,   /* super-blocks of 256, see dwell_block_q5_K */
+    DWELL_I6_G = 14,   /* dwell row format: int6 codes in groups of 128, see below */
+    DWELL_I8_C = 15,   /* dwell row format: int8 codes, one f32 scale per row */
+    DWELL_I4_G64 = 16, /* as I4_G with groups of 64 */
+    DWELL_I4_G32 = 17, /* as I4_G with groups of 32 */
+    DWELL_DTYPE_COUNT = 18,
     /* Pin the enum to 32 bits and make every int32 a valid value, so a
      * reader may load any value a peer wrote and then range-check it. */
     DWELL_DTYPE_MIN_ENUM_ = -0x7fffffff - 1,
@@ -166,7 +168,8 @@ _Static_assert(sizeof(dwell_block_q6_K) == 210, "q6_K layout");
 /* True for the dwell row formats, whose rows are not a sequence of equal
  * blocks. */
 static inline int dwell_dtype_is_row_format(dwell_dtype t) {
-    return t == DWELL_I4_G || t == DWELL_I6_G || t == DWELL_I8_C;
+    return t == DWELL_I4_G || t == DWELL_I6_G || t == DWELL_I8_C || t == DWELL_I4_G64 ||
+           t == DWELL_I4_G32;
 }
 
 /* Elements per block (1 for plain types and the row formats); 0 for a dtype
@@ -179,6 +182,8 @@ static inline int64_t dwell_dtype_block_elems(dwell_dtype t) {
         case DWELL_I32:
         case DWELL_FP8_E4M3:
         case DWELL_I4_G:
+        case DWELL_I4_G64:
+        case DWELL_I4_G32:
         case DWELL_I6_G:
         case DWELL_I8_C:
             return 1;
@@ -206,6 +211,8 @@ static inline int64_t dwell_dtype_block_elems(dwell_dtype t) {
 static inline size_t dwell_dtype_block_bytes(dwell_dtype t) {
     switch (t) {
         case DWELL_I4_G:
+        case DWELL_I4_G64:
+        case DWELL_I4_G32:
         case DWELL_I6_G:
         case DWELL_I8_C:
             return 1;
@@ -264,6 +271,10 @@ static inline const char* dwell_dtype_name(dwell_dtype t) {
             return "q6_k";
         case DWELL_I4_G:
             return "i4g128";
+        case DWELL_I4_G64:
+            return "i4g64";
+        case DWELL_I4_G32:
+            return "i4g32";
         case DWELL_I6_G:
             return "i6g128";
         case DWELL_I8_C:
@@ -277,7 +288,15 @@ static inline const char* dwell_dtype_name(dwell_dtype t) {
     }
 }
 
-/* Bytes of the code stream of one I4_G / I6_G group of len codes. */
+/* Elements per group of a group format (I4_G, I4_G64, I4_G32, I6_G); 0 otherwise. */
+static inline int64_t dwell_group_size(dwell_dtype t) {
+    return t == DWELL_I4_G || t == DWELL_I6_G ? DWELL_GROUP_SIZE
+           : t == DWELL_I4_G64                ? 64
+           : t == DWELL_I4_G32                ? 32
+                                              : 0;
+}
+
+/* Bytes of the code stream of one group of len codes. */
 static inline size_t dwell_group_code_bytes(int bits, int64_t len) {
     return (size_t)((len * bits + 7) / 8);
 }
@@ -288,9 +307,10 @@ static inline size_t dwell_row_bytes(dwell_dtype t, int64_t n) {
     if (dwell_dtype_is_row_format(t)) {
         if (n <= 0) return 0;
         if (t == DWELL_I8_C) return 4 + (size_t)n;
-        const int bits = t == DWELL_I4_G ? 4 : 6;
-        const int64_t full = n / DWELL_GROUP_SIZE, rest = n % DWELL_GROUP_SIZE;
-        size_t bytes = (size_t)full * (4 + dwell_group_code_bytes(bits, DWELL_GROUP_SIZE));
+        const int bits = t == DWELL_I6_G ? 6 : 4;
+        const int64_t group = dwell_group_size(t);
+        const int64_t full = n / group, rest = n % group;
+        size_t bytes = (size_t)full * (4 + dwell_group_code_bytes(bits, group));
         if (rest) bytes += 4 + dwell_group_code_bytes(bits, rest);
         return bytes;
     }

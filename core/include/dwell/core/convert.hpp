@@ -2,6 +2,7 @@
 //   keep    every tensor as it is in the GGUF file;
 //   q8      weight matrices as int8 per channel (i8c);
 //   q4g128  weight matrices as group-wise asymmetric int4 (i4g128);
+//   q4g64, q4g32  the same with smaller groups (more scales, less error);
 //   mixed   i4g128 where its signal-to-noise ratio reaches snr_db, else
 //           i6g128 where that does, else i8c.
 // Vectors (norm weights, biases) stay f32 in every mode but keep.
@@ -19,9 +20,9 @@
 
 namespace dwell {
 
-enum class QuantPolicy { Keep, Q8, Q4G128, Mixed };
+enum class QuantPolicy { Keep, Q8, Q4G128, Q4G64, Q4G32, Mixed };
 
-// "keep", "q8", "q4g128", "mixed"; throws dwell::Error naming the value otherwise.
+// "keep", "q8", "q4g128", "q4g64", "q4g32", "mixed"; throws dwell::Error naming the value otherwise.
 QuantPolicy parse_quant_policy(const std::string& name);
 const char* quant_policy_name(QuantPolicy policy);
 

@@ -63,7 +63,9 @@ TEST(DwellFormats, RowBytesAndNames) {
     EXPECT_EQ(DWELL_I4_G, 7);  // ABI: existing values never move
     EXPECT_EQ(DWELL_I6_G, 14);
     EXPECT_EQ(DWELL_I8_C, 15);
-    EXPECT_EQ(DWELL_DTYPE_COUNT, 16);
+    EXPECT_EQ(DWELL_I4_G64, 16);  // appended after 1.0's first formats
+    EXPECT_EQ(DWELL_I4_G32, 17);
+    EXPECT_EQ(DWELL_DTYPE_COUNT, 18);
     EXPECT_STREQ(dwell_dtype_name(DWELL_I4_G), "i4g128");
     EXPECT_STREQ(dwell_dtype_name(DWELL_I6_G), "i6g128");
     EXPECT_STREQ(dwell_dtype_name(DWELL_I8_C), "i8c");
@@ -474,3 +476,34 @@ TEST(DwellFormats, CpyGetRowsAndMatmulThroughTheGraph) {
 
 }  // namespace
 }  // namespace dwell::cpu
+
+// The backend's dequantize and dot for int4 with groups of 64 and 32 agree
+// with the SDK decoder (a dot of decoded values, in double).
+TEST(DwellFormats, SmallerGroupsBackendMatchesSdk) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (dwell_dtype t : {DWELL_I4_G64, DWELL_I4_G32}) {
+        for (int64_t n : {1, 33, 64, 100, 172, 513}) {
+            std::vector<float> w(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+            for (float& v : w) v = normal(rng);
+            for (float& v : x) v = normal(rng);
+            std::vector<uint8_t> row(dwell_row_bytes(t, n));
+            ASSERT_EQ(dwell_quantize_row(t, w.data(), row.data(), n), 0);
+            std::vector<float> sdk(static_cast<size_t>(n)), backend(static_cast<size_t>(n));
+            ASSERT_EQ(dwell_dequantize_row(t, row.data(), sdk.data(), n), 0);
+            dwell::cpu::dequantize_row(t, row.data(), backend.data(), n);
+            EXPECT_EQ(std::memcmp(sdk.data(), backend.data(), sdk.size() * sizeof(float)), 0)
+                << dwell_dtype_name(t) << " n=" << n;
+            double expect = 0, scale = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                expect +=
+                    static_cast<double>(sdk[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+                scale += std::abs(static_cast<double>(sdk[static_cast<size_t>(i)]) *
+                                  x[static_cast<size_t>(i)]);
+            }
+            EXPECT_NEAR(dwell::cpu::dot_row(t, row.data(), x.data(), n), expect,
+                        1e-5 * scale + 1e-6)
+                << dwell_dtype_name(t) << " n=" << n;
+        }
+    }
+}
