@@ -437,6 +437,8 @@ void parse_tensor_info(State& f, Parser& p, uint64_t i, uint64_t n) {
     const std::string info = nth("tensor info", i, n);
     const std::string_view name = p.read_string(info + " name");
     const std::string where = info + " ('" + printable(name) + "')";
+    // Tensors are looked up by NUL-terminated name across the plugin ABI.
+    if (name.find('\0') != std::string_view::npos) f.fail(where + ": name contains a NUL byte");
 
     GgufFile::TensorInfo t{};
     t.name = std::string(name);

@@ -354,6 +354,10 @@ public:
             Entry e;
             e.name.assign(reinterpret_cast<const char*>(p + pos), name_len);
             pos += name_len;
+            // Tensors are looked up by NUL-terminated name across the plugin ABI.
+            if (e.name.find('\0') != std::string::npos) {
+                fail(nth + ": tensor name '" + printable(e.name) + "' contains a NUL byte");
+            }
             const uint8_t* q = p + pos;
             pos += kEntryFixedBytes - 4;
 
@@ -834,6 +838,7 @@ void PackWriter::add_tensor(std::string_view name, dwell_dtype dtype, std::span<
     if (w.finished) w.invalid("add_tensor after finish");
     const std::string where = "tensor '" + printable(name) + "'";
     if (name.empty()) w.invalid("empty tensor name");
+    if (name.find('\0') != std::string_view::npos) w.invalid(where + ": name contains a NUL byte");
     if (name.size() > PackLimits{}.max_name) {
         w.invalid(where + ": name longer than " + str(PackLimits{}.max_name) + " bytes");
     }

@@ -628,6 +628,12 @@ TEST_F(GgufFileTest, DuplicateTensorName) {
     EXPECT_TRUE(fails_with(r.b, "duplicate tensor name 'w' (tensors 1 and 2)"));
 }
 
+TEST_F(GgufFileTest, NulInTensorName) {
+    Raw r;
+    r.header(1, 0).tensor(std::string("w\0x", 3), {8}, kGgmlF32, 0).pad().zeros(32);
+    EXPECT_TRUE(fails_with(r.b, "tensor info 1 of 1 ('w\\x00x'): name contains a NUL byte"));
+}
+
 // ---------------------------------------------------------------------------
 // Truncation and random damage
 

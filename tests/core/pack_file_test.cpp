@@ -383,6 +383,7 @@ TEST_F(PackFileTest, WriterRejectsBadTensors) {
     EXPECT_THROW(w.add_tensor("q", DWELL_Q8_0, bad_q, data), Error);
     EXPECT_THROW(w.add_tensor("z", DWELL_F32, zero, data), Error);
     EXPECT_THROW(w.add_tensor("", DWELL_F32, ne, data), Error);
+    EXPECT_THROW(w.add_tensor(std::string_view("a\0b", 3), DWELL_F32, ne, data), Error);
     EXPECT_THROW(w.add_tensor("d", DWELL_DTYPE_COUNT, ne, data), Error);
     w.add_tensor("ok", DWELL_F32, ne, data);
     EXPECT_THROW(w.add_tensor("ok", DWELL_F32, ne, data), Error);
@@ -592,6 +593,18 @@ TEST_F(PackCorruptionTest, WrongStoredSize) {
     set64(b, z + kEntStored, get64(b, z + kEntStored) - 1);
     reseal(b);
     expect_rejected(b, {"tensor 'output.weight'", "stored bytes"});
+}
+
+// Tensors are addressed by C string across the plugin ABI, so a name that
+// hides a NUL could never be found again.
+TEST_F(PackCorruptionTest, NulInTensorName) {
+    std::vector<uint8_t> b = good_;
+    const size_t name = get64(b, kOffDirectory) + 4;
+    ASSERT_EQ(b[name + 3], '_');  // "tok_embd.weight"
+    b[name + 3] = 0;
+    reseal(b);
+    expect_rejected(b, {"directory entry 1 of", "tensor name 'tok\\x00embd.weight'",
+                        "contains a NUL byte"});
 }
 
 TEST_F(PackCorruptionTest, InconsistentFrameCount) {
