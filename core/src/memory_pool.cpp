@@ -1,8 +1,10 @@
 #include "dwell/core/memory_pool.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -68,6 +70,23 @@ void PoolBuffer::release() noexcept {
     size_ = 0;
 }
 
+// mmap only aligns to the OS page (4 KiB on most phones); pool pages are
+// aligned to their own size, which DMA-buf imports and the kernels' aligned
+// loads rely on. Maps one pool page more and returns the slack to the OS.
+void* MemoryPool::map_aligned(size_t bytes) const {
+    const auto os_page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t slack = page_size_ > os_page ? page_size_ - os_page : 0;
+    void* raw =
+        mmap(nullptr, bytes + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED || slack == 0) return raw;
+    auto* p = static_cast<uint8_t*>(raw);
+    const size_t misalign = reinterpret_cast<uintptr_t>(p) % page_size_;
+    const size_t head = misalign == 0 ? 0 : page_size_ - misalign;
+    if (head > 0) munmap(p, head);
+    if (slack > head) munmap(p + head + bytes, slack - head);
+    return p + head;
+}
+
 MemoryPool::MemoryPool(size_t page_size, uint64_t budget_bytes)
     : page_size_(page_size), budget_(budget_bytes) {
     if (page_size < 4096 || (page_size & (page_size - 1)) != 0) {
@@ -106,8 +125,7 @@ void* MemoryPool::take_pages(size_t n_pages, std::string_view what) {
     }
     const size_t chunk_pages = std::max(n_pages, kMinChunkBytes / page_size_);
     const size_t chunk_bytes = chunk_pages * page_size_;
-    void* base =
-        mmap(nullptr, chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* base = map_aligned(chunk_bytes);
     if (base == MAP_FAILED) {
         ++stats_.failed_allocations;
         throw Error(DWELL_ERR_OUT_OF_MEMORY, std::string(what) + " needs " + format_bytes(bytes) +

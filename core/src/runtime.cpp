@@ -11,6 +11,7 @@
 #include "dwell/core/device_facts.hpp"
 #include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
+#include "dwell/core/mapped_pages.hpp"
 
 namespace dwell {
 
@@ -43,6 +44,11 @@ void* host_page_alloc(void* host, size_t bytes) {
 
 void host_page_free(void* host, void* ptr) {
     static_cast<Runtime*>(host)->pool().free_raw(ptr);
+}
+
+void host_weights_copied(void*, const void* data, size_t bytes) {
+    const size_t dropped = drop_file_backed_pages(data, bytes);
+    if (dropped > 0) spdlog::trace("dropped {} resident bytes of copied weights", dropped);
 }
 
 // Used only when no manifest folder exists at all (e.g. a bare test binary).
@@ -99,6 +105,7 @@ Runtime::Runtime(const RuntimeOptions& options) : strict_(options.strict) {
     services_.log = host_log;
     services_.page_alloc = host_page_alloc;
     services_.page_free = host_page_free;
+    services_.weights_copied = host_weights_copied;
 
     warn_unimplemented();
     loader_ = std::make_unique<PluginLoader>(manifest_.plugins.search_paths, &services_);
@@ -121,11 +128,6 @@ void Runtime::warn_unimplemented() const {
     }
     if (manifest_.memory.mlock)
         spdlog::warn("{}: [memory] mlock is not implemented yet; ignored", where);
-    if (manifest_.cpu.affinity != "any") {
-        spdlog::warn(
-            "{}: [cpu] affinity = \"{}\" is not implemented yet; threads may run on any core",
-            where, manifest_.cpu.affinity);
-    }
 }
 
 Runtime::~Runtime() {
@@ -249,6 +251,10 @@ void Runtime::select_backends(const RuntimeOptions& options) {
             if (threads > 0) opts["threads"] = std::to_string(threads);
         } else if (info.kind == DWELL_DEVICE_CPU && options.threads > 0) {
             opts["threads"] = std::to_string(options.threads);
+        }
+        if (info.kind == DWELL_DEVICE_CPU && !opts.count("affinity") &&
+            manifest_.cpu.affinity != "any") {
+            opts["affinity"] = manifest_.cpu.affinity;
         }
         std::vector<dwell_option> c_opts;
         c_opts.reserve(opts.size());

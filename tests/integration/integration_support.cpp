@@ -13,6 +13,7 @@
 #include "dwell/core/sampler.hpp"
 #include "dwell/core/session.hpp"
 #include "dwell/core/synthetic_model.hpp"
+#include "test_paths.hpp"
 
 namespace dwell::test {
 
@@ -89,7 +90,8 @@ std::string slurp(const fs::path& p) {
 CommandResult run_dwell(const std::vector<std::string>& args) {
     TempDir tmp;
     const fs::path out = tmp.path() / "out", err = tmp.path() / "err";
-    std::vector<std::string> argv_s = {dwell_binary().string()};
+    std::vector<std::string> argv_s = emulator_prefix();
+    argv_s.push_back(dwell_binary().string());
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     CommandResult r;
     const pid_t pid = fork();
@@ -98,7 +100,7 @@ CommandResult run_dwell(const std::vector<std::string>& args) {
         std::vector<char*> argv;
         for (auto& a : argv_s) argv.push_back(a.data());
         argv.push_back(nullptr);
-        execv(argv[0], argv.data());
+        execvp(argv[0], argv.data());  // an emulator is found in PATH
         _exit(127);
     }
     int status = 0;

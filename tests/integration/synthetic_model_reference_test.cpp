@@ -41,6 +41,28 @@ Vec matvec(const Matrix& w, const Vec& x) {
     return y;
 }
 
+// x as a Q8_0 or Q4_0 matmul sees it: like llama.cpp, dwell rounds the
+// activations of those matmuls to Q8_0 blocks (step amax / 127 kept as fp16,
+// x * 127 / amax rounded half to even) before the integer dot.
+Vec round_through_q8_0(const Vec& x) {
+    Vec y(x.size());
+    for (size_t b = 0; b < x.size(); b += DWELL_QK8_0) {
+        float amax = 0;
+        for (size_t i = b; i < b + DWELL_QK8_0; ++i)
+            amax = std::max(amax, std::abs(static_cast<float>(x[i])));
+        const float d = amax / 127.0f;
+        const float id = amax != 0 ? 127.0f / amax : 0.0f;
+        const float d16 = dwell_fp16_to_fp32(dwell_fp32_to_fp16(d));
+        for (size_t i = b; i < b + DWELL_QK8_0; ++i)
+            y[i] = static_cast<double>(d16) * std::nearbyint(static_cast<float>(x[i]) * id);
+    }
+    return y;
+}
+
+bool rounds_activations(dwell_dtype t) {
+    return t == DWELL_Q8_0 || t == DWELL_Q4_0;
+}
+
 Vec rms_norm(const Vec& x, const Vec& w, double eps) {
     double ss = 0;
     for (double v : x) ss += v * v;
@@ -66,6 +88,9 @@ void rope(Vec& x, int64_t n_heads, int64_t hd, int32_t pos, double base) {
 // Logits after each token of `tokens`, computed from scratch.
 std::vector<Vec> reference_forward(const GgufFile& f, const SyntheticLlamaSpec& s,
                                    const std::vector<int32_t>& tokens) {
+    auto matvec = [q8 = rounds_activations(s.dtype)](const Matrix& w, const Vec& x) {
+        return dwell::test::matvec(w, q8 ? round_through_q8_0(x) : x);
+    };
     const int64_t hd = s.n_embd / s.n_head, group = s.n_head / s.n_head_kv;
     const Matrix emb = load_matrix(f, "token_embd.weight");
     const Matrix out = load_matrix(f, s.tied_output ? "token_embd.weight" : "output.weight");
@@ -170,11 +195,20 @@ TEST_P(SyntheticModel, LogitsMatchDoublePrecisionReference) {
 
     const auto ref = reference_forward(GgufFile::open(path), spec, all);
     const int64_t n_vocab = model->info().n_vocab;
+    // With rounded activations the reference cannot follow dwell exactly.
+    // Q4_0 embeddings are whole multiples of their block step, so exact
+    // rounding ties (x * 127 / amax = 63.5) occur; double and float land on
+    // either side, a whole step apart, and through the KV cache that moves
+    // later logits by up to ~3% of the largest. A wrong kernel (scale,
+    // nibble order, offset) is off by far more; the kernels themselves are
+    // checked exactly in gemm_kernel_test.
+    const double tolerance = rounds_activations(c.dtype) ? 6e-2 : 2e-4;
     auto compare = [&](std::span<const float> got, size_t pos) {
         double scale = 1e-3;
         for (double v : ref[pos]) scale = std::max(scale, std::abs(v));
         for (int64_t i = 0; i < n_vocab; ++i) {
-            ASSERT_NEAR(got[i], ref[pos][i], 2e-4 * scale) << "position " << pos << ", token " << i;
+            ASSERT_NEAR(got[i], ref[pos][i], tolerance * scale)
+                << "position " << pos << ", token " << i;
         }
     };
     const auto prompt_logits = session.decode(prompt, /*all_logits=*/true);

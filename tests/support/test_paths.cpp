@@ -1,8 +1,21 @@
 #include "test_paths.hpp"
 
 #include <cstdlib>
+#include <sstream>
+
+#ifndef DWELL_TEST_EMULATOR
+#define DWELL_TEST_EMULATOR ""
+#endif
 
 namespace dwell::test {
+
+std::vector<std::string> emulator_prefix() {
+    const char* env = std::getenv("DWELL_TEST_EMULATOR");
+    std::istringstream words(env != nullptr ? env : DWELL_TEST_EMULATOR);
+    std::vector<std::string> out;
+    for (std::string w; words >> w;) out.push_back(w);
+    return out;
+}
 
 std::filesystem::path models_dir() {
     if (const char* env = std::getenv("DWELL_MODELS_DIR"); env && *env) return env;

@@ -5,8 +5,15 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace dwell::test {
+
+// The command that runs this build's executables: empty for a native build,
+// the emulator (e.g. qemu-aarch64 -cpu max) for a cross build, since the CI
+// machine has no binfmt_misc handler to run foreign binaries directly.
+// DWELL_TEST_EMULATOR (words separated by spaces) overrides it.
+std::vector<std::string> emulator_prefix();
 
 std::filesystem::path models_dir();
 std::filesystem::path reference_dir();

@@ -9,17 +9,15 @@
 namespace dwell::cpu {
 
 ActFormat activation_format(dwell_dtype t) {
-    // On synthetic 1.1B models against llama.cpp, ggml's formats for all types
-    // gave min logit cosines Q4_K_M 0.9977 -> 0.9989 and Q8_0 0.99927 ->
-    // 0.99939, but Q4_0 0.99903 -> 0.99859; only the K-quant and Q8_1 paths
-    // are switched on until the Q8_0 one is understood and the integration
-    // tests' f32 reference allows for activation rounding.
-    constexpr bool kQ8_0FamilyAndHalves = false;
+    // On synthetic 1.1B models against llama.cpp, ggml's formats for the
+    // K-quants and Q8_0 bring dwell's logits closer to llama.cpp's (min
+    // cosine Q4_K_M 0.9977 -> 0.9990, Q8_0 0.99927 -> 0.99950); Q4_0 moves
+    // from 0.99899 to 0.99857, which rounding ties do not explain (tried
+    // ties-to-even: no change). The int8 path is what the fast kernels
+    // need, so every ggml block format takes it; F16 and BF16 weights keep
+    // f32 activations (their dots are not integer).
     const ActFormat f = ggml_activation_format(t);
-    if (!kQ8_0FamilyAndHalves &&
-        (f == ActFormat::Q8_0 || f == ActFormat::F16 || f == ActFormat::BF16)) {
-        return ActFormat::F32;
-    }
+    if (f == ActFormat::F16 || f == ActFormat::BF16) return ActFormat::F32;
     return f;
 }
 
@@ -70,10 +68,24 @@ size_t activation_row_bytes(ActFormat f, int64_t n) {
     return (bytes + a - 1) / a * a;
 }
 
+// llama.cpp's vectorised Q8_0/Q8_1 quantizers (the ones that run on any
+// x86-64 with AVX2 and on NEON) scale by 127 / amax and round half to even,
+// unlike its scalar reference (1 / d, halves away from zero). Following them
+// moved dwell's Q4_0 logits from a min cosine of 0.99857 to 0.99935 against
+// llama.cpp on a synthetic 1.1B model: ties are frequent where activations
+// are whole multiples of a step, as in Q4_0 embeddings.
 void quantize_act_q8_0(const float* x, dwell_block_q8_0* out, int64_t n) {
-    // The SDK's Q8_0 encoder already is ggml's reference one (d = amax / 127,
-    // q = roundf(x * (1 / d))), so the format keeps a single definition.
-    dwell_quantize_row_q8_0(x, out, n);
+    for (int64_t b = 0; b < n / DWELL_QK8_0; ++b) {
+        const float* xb = x + b * DWELL_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < DWELL_QK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < DWELL_QK8_0; ++j) {
+            out[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+        }
+        out[b].d = dwell_fp32_to_fp16(d);
+    }
 }
 
 void quantize_act_q8_1(const float* x, ActBlockQ8_1* out, int64_t n) {
@@ -82,10 +94,10 @@ void quantize_act_q8_1(const float* x, ActBlockQ8_1* out, int64_t n) {
         float amax = 0.0f;
         for (int j = 0; j < DWELL_QK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int sum = 0;
         for (int j = 0; j < DWELL_QK8_0; ++j) {
-            out[b].qs[j] = dwell_round_to_q8(xb[j] * id);
+            out[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
             sum += out[b].qs[j];
         }
         out[b].d = dwell_fp32_to_fp16(d);

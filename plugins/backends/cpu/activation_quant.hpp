@@ -45,11 +45,9 @@ struct ActBlockQ8_K {
 // above).
 ActFormat ggml_activation_format(dwell_dtype t);
 
-// The format MATMUL / EXPERT_MATMUL actually use: ggml's, except that Q4_0,
-// Q5_0, Q8_0, F16 and BF16 weights still get f32 activations for now. The
-// integration tests compare those dtypes with an f32-activation reference
-// at a tolerance the extra rounding exceeds, and measured against llama.cpp
-// Q4_0 did not gain from it (see activation_quant.cpp).
+// The format MATMUL / EXPERT_MATMUL actually use: ggml's for every block
+// format (int8 activations, as the integer kernels need), f32 for F16 and
+// BF16 weights (see activation_quant.cpp).
 ActFormat activation_format(dwell_dtype t);
 
 // Bytes one row of n activations takes in format f, rounded up to a multiple
@@ -61,8 +59,9 @@ size_t activation_row_bytes(ActFormat f, int64_t n);
 // (F16/BF16: each value rounded to that type and widened back).
 void quantize_activation(ActFormat f, const float* x, void* out, int64_t n);
 
-// The individual quantizers, following ggml's reference quantizers
-// (quantize_row_q8_{0,1,K}_ref) so the rounding is the same.
+// The individual quantizers, rounding as llama.cpp does on SIMD CPUs:
+// Q8_0 and Q8_1 with q = round-half-even(x * (127 / amax)), d = amax / 127;
+// Q8_K as quantize_row_q8_K_ref.
 void quantize_act_q8_0(const float* x, dwell_block_q8_0* out, int64_t n);
 void quantize_act_q8_1(const float* x, ActBlockQ8_1* out, int64_t n);
 void quantize_act_q8_K(const float* x, ActBlockQ8_K* out, int64_t n);

@@ -8,15 +8,17 @@
 // Numerics follow llama.cpp's CPU path: with an F16 key cache, q is rounded
 // to fp16 before the dot products (ggml converts the f32 operand to the
 // f16 vec-dot type), products are accumulated in f32, and the softmax sums
-// its exps in double.
+// its exps in double. The dots, softmax and weighted value sums run on the
+// vector math table (vec_math.hpp); the value sum adds the positions in
+// order, one multiply and one add per element, so only the q.k dots and the
+// exps round differently from the scalar table.
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
-#include "activation_math.hpp"
 #include "kernels.hpp"
 #include "row_quantize.hpp"
 #include "tensor_access.hpp"
+#include "vec_math.hpp"
 
 namespace dwell::cpu {
 
@@ -24,18 +26,6 @@ namespace {
 
 bool is_cache_dtype(dwell_dtype t) {
     return t == DWELL_F32 || t == DWELL_F16;
-}
-
-// Element i of a cache row, which is F32 or F16.
-inline float cache_at(dwell_dtype t, const unsigned char* row, int64_t i) {
-    if (t == DWELL_F32) {
-        float v;
-        memcpy(&v, row + 4 * i, sizeof v);
-        return v;
-    }
-    uint16_t h;
-    memcpy(&h, row + 2 * i, sizeof h);
-    return dwell_fp16_to_fp32(h);
 }
 
 }  // namespace
@@ -130,43 +120,46 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
         }
     }
 
-    const bool round_q = kc.dtype == DWELL_F16;
-    // Likewise the softmax weights meet an F16 value cache as fp16.
-    const bool round_p = vc.dtype == DWELL_F16;
+    const bool k_f16 = kc.dtype == DWELL_F16;
+    const bool v_f16 = vc.dtype == DWELL_F16;
+    const VecKernels& vk = vec_kernels();
+    // Items are head-major: causal rows cost in proportion to their
+    // position, so token-major ranges would give the last thread most of a
+    // prompt's work, while every head costs the same.
     pool.parallel_for(n_tokens * n_head, [&](int64_t begin, int64_t end) {
         std::vector<float> qv(static_cast<size_t>(hd));
         std::vector<float> acc(static_cast<size_t>(hd));
         std::vector<float> scores(static_cast<size_t>(n_ctx));
         for (int64_t item = begin; item < end; ++item) {
-            const int64_t t = item / n_head;
-            const int64_t h = item % n_head;
+            const int64_t h = item / n_tokens;
+            const int64_t t = item % n_tokens;
             const int64_t kv_off = (h / group) * hd;
             const int64_t n_keys = static_cast<int64_t>(pos[t]) + 1;
 
             const float* qrow = f32_row(q, h, t);
-            for (int64_t d = 0; d < hd; ++d) {
-                qv[static_cast<size_t>(d)] =
-                    round_q ? dwell_fp16_to_fp32(dwell_fp32_to_fp16(qrow[d])) : qrow[d];
-            }
-            for (int64_t j = 0; j < n_keys; ++j) {
-                const unsigned char* krow = row_at(kc, j) + kv_off * kc_elem;
-                float dot = 0.0f;
-                for (int64_t d = 0; d < hd; ++d) {
-                    dot += cache_at(kc.dtype, krow, d) * qv[static_cast<size_t>(d)];
+            if (k_f16) {
+                vk.round_f16(qrow, qv.data(), hd);
+                for (int64_t j = 0; j < n_keys; ++j) {
+                    const unsigned char* krow = row_at(kc, j) + kv_off * kc_elem;
+                    scores[static_cast<size_t>(j)] = scale * vk.dot_f16_f32(krow, qv.data(), hd);
                 }
-                scores[static_cast<size_t>(j)] = scale * dot;
+            } else {
+                for (int64_t j = 0; j < n_keys; ++j) {
+                    const auto* krow = reinterpret_cast<const float*>(row_at(kc, j)) + kv_off;
+                    scores[static_cast<size_t>(j)] = scale * vk.dot_f32(krow, qrow, hd);
+                }
             }
-            softmax_row(scores.data(), scores.data(), n_keys);
+            softmax_row(vk, scores.data(), scores.data(), n_keys);
 
             std::fill(acc.begin(), acc.end(), 0.0f);
-            for (int64_t j = 0; j < n_keys; ++j) {
-                const unsigned char* vrow = row_at(vc, j) + kv_off * vc_elem;
-                const float p =
-                    round_p ? dwell_fp16_to_fp32(dwell_fp32_to_fp16(scores[static_cast<size_t>(j)]))
-                            : scores[static_cast<size_t>(j)];
-                for (int64_t d = 0; d < hd; ++d) {
-                    acc[static_cast<size_t>(d)] += p * cache_at(vc.dtype, vrow, d);
-                }
+            const unsigned char* v0 = row_at(vc, 0) + kv_off * vc_elem;
+            const auto v_stride = static_cast<int64_t>(vc.nb[1]);
+            if (v_f16) {
+                // The softmax weights meet an F16 value cache as fp16 too.
+                vk.round_f16(scores.data(), scores.data(), n_keys);
+                vk.axpy_f16(scores.data(), v0, v_stride, n_keys, acc.data(), hd);
+            } else {
+                vk.axpy_f32(scores.data(), v0, v_stride, n_keys, acc.data(), hd);
             }
             std::copy(acc.begin(), acc.end(), f32_row(out, h, t));
         }

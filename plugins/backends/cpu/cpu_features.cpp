@@ -4,6 +4,8 @@
 #include <cpuid.h>
 
 #include <cstdint>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 
 namespace dwell::cpu {
@@ -43,6 +45,36 @@ CpuFeatures detect_cpu_features() {
         f.avx512vl = f.avx512f && ((b >> 31) & 1u);
         f.avx512vnni = f.avx512f && ((c >> 11) & 1u);
     }
+    return f;
+}
+
+#elif defined(__aarch64__) && defined(__linux__)
+
+// Bit values from the kernel's arch/arm64 uapi hwcap.h, for C libraries
+// whose headers predate them.
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1UL << 1)
+#endif
+#ifndef HWCAP_ASIMDHP
+#define HWCAP_ASIMDHP (1UL << 10)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1UL << 13)
+#endif
+
+// The kernel reports a feature in HWCAP only if it also lets user space use
+// it, so no further OS check is needed (unlike XCR0 on x86).
+CpuFeatures detect_cpu_features() {
+    CpuFeatures f;
+    const unsigned long hwcap = getauxval(AT_HWCAP);
+    const unsigned long hwcap2 = getauxval(AT_HWCAP2);
+    f.neon = (hwcap & HWCAP_ASIMD) != 0;
+    f.fp16 = f.neon && (hwcap & HWCAP_ASIMDHP) != 0;
+    f.dotprod = f.neon && (hwcap & HWCAP_ASIMDDP) != 0;
+    f.i8mm = f.neon && (hwcap2 & HWCAP2_I8MM) != 0;
     return f;
 }
 

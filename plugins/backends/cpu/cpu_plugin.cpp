@@ -17,17 +17,23 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cpu_device_probe.hpp"
+#include "cpu_topology.hpp"
 #include "dwell/backend.h"
 #include "dwell/plugin.h"
 #include "op_dispatch.hpp"
+#include "packed_weights.hpp"
 #include "thread_pool.hpp"
 
 // The opaque context type of backend.h, defined here.
 struct dwell_backend_context {
-    explicit dwell_backend_context(unsigned threads) : pool(threads) {}
+    dwell_backend_context(unsigned threads, std::vector<int> cpus,
+                          dwell::cpu::PackedWeights::CopiedFn copied, void* host)
+        : pool(threads, std::move(cpus)), packed(copied, host) {}
     dwell::cpu::ThreadPool pool;
+    dwell::cpu::PackedWeights packed;  // matmul weights in the kernels' layouts
     std::string last_error;
 };
 
@@ -152,7 +158,8 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
         if (n_options > 0 && options == nullptr) {
             return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "context_create: null options");
         }
-        unsigned threads = ThreadPool::default_threads();
+        unsigned threads = 0;  // 0: one per chosen core
+        bool big_only = false;
         for (size_t i = 0; i < n_options; ++i) {
             const std::string_view key = options[i].key ? options[i].key : "";
             const std::string_view value = options[i].value ? options[i].value : "";
@@ -163,17 +170,42 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
                                            std::to_string(kMaxThreads) + "], got '" +
                                            std::string(value) + "'");
                 }
+            } else if (key == "affinity") {
+                if (value != "any" && value != "big") {
+                    return fail_plugin(DWELL_ERR_INVALID_ARGUMENT,
+                                       "cpu backend option 'affinity' must be \"any\" or "
+                                       "\"big\", got '" +
+                                           std::string(value) + "'");
+                }
+                big_only = value == "big";
             } else {
-                return fail_plugin(
-                    DWELL_ERR_INVALID_ARGUMENT,
-                    "unknown cpu backend option '" + std::string(key) + "' (known: threads)");
+                return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "unknown cpu backend option '" +
+                                                                   std::string(key) +
+                                                                   "' (known: threads, affinity)");
             }
         }
-        auto ctx = std::make_unique<dwell_backend_context>(threads);
+        // "big": workers pinned to the fastest cores, one thread per core
+        // unless told otherwise; "any": the scheduler places them.
+        std::vector<int> cpus;
+        if (big_only) cpus = big_cores(allowed_cpus());
+        if (threads == 0) {
+            threads =
+                cpus.empty() ? ThreadPool::default_threads() : static_cast<unsigned>(cpus.size());
+        }
+        // Repacked weights need not stay resident twice: the host may drop
+        // the mapped originals (ABI 1.1 hosts).
+        dwell::cpu::PackedWeights::CopiedFn copied = nullptr;
+        void* host_self = nullptr;
+        if (host != nullptr && DWELL_HAS_FIELD(host, dwell_host_services, weights_copied)) {
+            copied = host->weights_copied;
+            host_self = host->host;
+        }
+        auto ctx = std::make_unique<dwell_backend_context>(threads, cpus, copied, host_self);
         if (host != nullptr && DWELL_HAS_FIELD(host, dwell_host_services, log) &&
             host->log != nullptr) {
-            const std::string line = std::string(kDeviceName) + ": " + std::to_string(threads) +
-                                     (threads == 1 ? " thread" : " threads");
+            std::string line = std::string(kDeviceName) + ": " + std::to_string(threads) +
+                               (threads == 1 ? " thread" : " threads");
+            if (!cpus.empty()) line += " pinned to big cores " + cpu_list_string(cpus);
             host->log(host->host, DWELL_LOG_INFO, kPluginName, line.c_str());
         }
         *out = ctx.release();
@@ -204,7 +236,8 @@ dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* graph,
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "graph_compute: null context");
     }
     return guarded(ctx->last_error, [&]() -> dwell_status {
-        OpVerdict problem = compute_nodes(graph, node_ids, n_ids, ctx->pool);
+        const CpuAffinityScope on_pool_cores(ctx->pool.cpus());
+        OpVerdict problem = compute_nodes(graph, node_ids, n_ids, ctx->pool, &ctx->packed);
         if (!problem) return DWELL_OK;
         ctx->last_error = std::move(problem->message);
         return problem->status;

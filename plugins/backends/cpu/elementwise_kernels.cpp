@@ -1,11 +1,13 @@
 // ADD, MUL (in1 same shape as in0, or broadcast along any dim where it has
 // size 1 — which includes an [n] vector over all rows), SCALE, SILU, GELU,
-// SWIGLU. All F32, parallel over rows.
+// SWIGLU. All F32, parallel over rows. Rows go through the vector math
+// table (vec_math.hpp), except GELU's tanh, which stays scalar.
 #include <algorithm>
 
 #include "activation_math.hpp"
 #include "kernels.hpp"
 #include "tensor_access.hpp"
+#include "vec_math.hpp"
 
 namespace dwell::cpu {
 
@@ -44,19 +46,15 @@ void for_each_row_pair(const NodeArgs& a, ThreadPool& pool, Fn fn) {
         row_chunk(out));
 }
 
+// Calls fn(in_row, out_row) for every row.
 template <typename Fn>
-void map_rows(const NodeArgs& a, ThreadPool& pool, Fn fn) {
+void for_each_row(const NodeArgs& a, ThreadPool& pool, Fn fn) {
     const dwell_tensor& x = a.input(0);
     const dwell_tensor& out = a.output();
-    const int64_t n = out.ne[0];
     pool.parallel_for(
         dwell_tensor_nrows(&out),
         [&](int64_t begin, int64_t end) {
-            for (int64_t r = begin; r < end; ++r) {
-                const float* src = f32_row_flat(x, r);
-                float* dst = f32_row_flat(out, r);
-                for (int64_t i = 0; i < n; ++i) dst[i] = fn(src[i]);
-            }
+            for (int64_t r = begin; r < end; ++r) fn(f32_row_flat(x, r), f32_row_flat(out, r));
         },
         row_chunk(out));
 }
@@ -79,16 +77,16 @@ OpVerdict check_binary(const NodeArgs& a) {
 
 void run_add(const NodeArgs& a, ThreadPool& pool) {
     const int64_t n = a.output().ne[0];
-    for_each_row_pair(a, pool, [n](float* dst, const float* x, const float* y) {
-        for (int64_t i = 0; i < n; ++i) dst[i] = x[i] + y[i];
-    });
+    const VecKernels& vk = vec_kernels();
+    for_each_row_pair(
+        a, pool, [n, &vk](float* dst, const float* x, const float* y) { vk.add(x, y, dst, n); });
 }
 
 void run_mul(const NodeArgs& a, ThreadPool& pool) {
     const int64_t n = a.output().ne[0];
-    for_each_row_pair(a, pool, [n](float* dst, const float* x, const float* y) {
-        for (int64_t i = 0; i < n; ++i) dst[i] = x[i] * y[i];
-    });
+    const VecKernels& vk = vec_kernels();
+    for_each_row_pair(
+        a, pool, [n, &vk](float* dst, const float* x, const float* y) { vk.mul(x, y, dst, n); });
 }
 
 OpVerdict check_unary(const NodeArgs& a) {
@@ -97,15 +95,22 @@ OpVerdict check_unary(const NodeArgs& a) {
 
 void run_scale(const NodeArgs& a, ThreadPool& pool) {
     const float s = a.node->fparams[0];
-    map_rows(a, pool, [s](float v) { return v * s; });
+    const int64_t n = a.output().ne[0];
+    const VecKernels& vk = vec_kernels();
+    for_each_row(a, pool, [s, n, &vk](const float* x, float* y) { vk.scale(x, s, y, n); });
 }
 
 void run_silu(const NodeArgs& a, ThreadPool& pool) {
-    map_rows(a, pool, silu);
+    const int64_t n = a.output().ne[0];
+    const VecKernels& vk = vec_kernels();
+    for_each_row(a, pool, [n, &vk](const float* x, float* y) { vk.silu(x, y, n); });
 }
 
 void run_gelu(const NodeArgs& a, ThreadPool& pool) {
-    map_rows(a, pool, gelu_tanh);
+    const int64_t n = a.output().ne[0];
+    for_each_row(a, pool, [n](const float* x, float* y) {
+        for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(x[i]);
+    });
 }
 
 OpVerdict check_swiglu(const NodeArgs& a) {
@@ -120,8 +125,9 @@ OpVerdict check_swiglu(const NodeArgs& a) {
 
 void run_swiglu(const NodeArgs& a, ThreadPool& pool) {
     const int64_t n = a.output().ne[0];
-    for_each_row_pair(a, pool, [n](float* dst, const float* gate, const float* up) {
-        for (int64_t i = 0; i < n; ++i) dst[i] = silu(gate[i]) * up[i];
+    const VecKernels& vk = vec_kernels();
+    for_each_row_pair(a, pool, [n, &vk](float* dst, const float* gate, const float* up) {
+        vk.swiglu(gate, up, dst, n);
     });
 }
 

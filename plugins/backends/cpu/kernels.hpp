@@ -48,8 +48,16 @@ private:
     dwell_status status_;
 };
 
+class PackedWeights;
+class QuantizedActs;
+
 struct NodeArgs {
     const dwell_node* node = nullptr;
+    // The context's repacked-weight cache; null means repack per call.
+    PackedWeights* packed = nullptr;
+    // int8 activations shared by matmuls of one graph_compute call; null
+    // means quantize per call.
+    QuantizedActs* acts = nullptr;
     std::array<const dwell_tensor*, DWELL_MAX_INPUTS> in{};
     const dwell_tensor* out = nullptr;
 

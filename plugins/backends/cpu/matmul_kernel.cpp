@@ -1,13 +1,21 @@
 // MATMUL: W [K, N] (weight dtype), x [K, M...] F32 -> [N, M...] F32,
 // out[m][n] = W[n] . x[m]. Split over threads by weight rows (n), so every
 // output value is computed by the same code whatever the thread count.
-// x rows are first converted to the weight dtype's activation format (see
-// activation_quant.hpp), once per call, so the per-row dot matches ggml's.
+//
+// Quantized weights with a blocked kernel (gemm_kernel.hpp) take the fast
+// path: x quantized to int8 once per call, W repacked once per context, and
+// tiles of R weight rows x C activation rows. Other dtypes convert x to their
+// activation format (activation_quant.hpp) and run one row dot per output.
 #include <algorithm>
+#include <array>
+#include <cstddef>
 
 #include "activation_quant.hpp"
+#include "gemm_kernel.hpp"
 #include "integer_dot.hpp"
 #include "kernels.hpp"
+#include "packed_weights.hpp"
+#include "quantized_acts.hpp"
 #include "tensor_access.hpp"
 #include "weight_rows.hpp"
 
@@ -36,11 +44,95 @@ OpVerdict check_matmul(const NodeArgs& a) {
     return std::nullopt;
 }
 
+namespace {
+
+// Outputs one tile() call may produce (R x C); every kernel stays far below.
+constexpr int kMaxTileOutputs = 1024;
+
+void run_blocked(const GemmKernel& kernel, const NodeArgs& a, ThreadPool& pool) {
+    const dwell_tensor& w = a.input(0);
+    const dwell_tensor& x = a.input(1);
+    const dwell_tensor& out = a.output();
+    const int64_t k = w.ne[0];
+    const int64_t n_rows = w.ne[1];
+    const int64_t m_rows = dwell_tensor_nrows(&x);
+    const int R = kernel.rows_per_block;
+    const int C = kernel.max_cols;
+    if (R * C > kMaxTileOutputs) {
+        throw KernelError(DWELL_ERR_INTERNAL, std::string("matmul kernel ") + kernel.name +
+                                                  " has tiles larger than the driver allows");
+    }
+
+    AlignedBytes own;
+    const unsigned char* packed = nullptr;
+    if (a.packed != nullptr) {
+        packed = a.packed->get(kernel, w, pool);
+    } else {
+        own = pack_weight(kernel, w, pool);
+        packed = own.get();
+    }
+    const size_t block_bytes = kernel.block_bytes(k);
+
+    const size_t act_bytes = kernel.act_row_bytes(k);
+    AlignedBytes own_acts;
+    unsigned char* acts = nullptr;
+    bool have_acts = false;
+    if (a.acts != nullptr) {
+        acts = a.acts->lookup(x, kernel, act_bytes, &have_acts);
+    } else {
+        own_acts = make_aligned_bytes(act_bytes * static_cast<size_t>(m_rows));
+        acts = own_acts.get();
+    }
+    if (!have_acts) {
+        pool.parallel_for(
+            m_rows,
+            [&](int64_t begin, int64_t end) {
+                for (int64_t m = begin; m < end; ++m) {
+                    kernel.quantize_act(f32_row_flat(x, m), k, acts + m * act_bytes);
+                }
+            },
+            std::max<int64_t>(1, 16384 / k));
+        if (a.acts != nullptr) a.acts->filled();
+    }
+
+    const int64_t blocks = (n_rows + R - 1) / R;
+    // Dynamic ranges: decode is memory bound, and a thread the OS delays
+    // would otherwise leave the other cores' share of bandwidth idle. Every
+    // output is computed by the same tile code whoever runs it.
+    pool.parallel_for_dynamic(
+        blocks,
+        [&](int64_t begin, int64_t end) {
+            std::array<float, kMaxTileOutputs> tile;
+            for (int64_t b = begin; b < end; ++b) {
+                const int64_t n0 = b * R;
+                const int nr = static_cast<int>(std::min<int64_t>(R, n_rows - n0));
+                const unsigned char* block = packed + static_cast<size_t>(b) * block_bytes;
+                for (int64_t m0 = 0; m0 < m_rows; m0 += C) {
+                    const int nc = static_cast<int>(std::min<int64_t>(C, m_rows - m0));
+                    kernel.tile(k, block, nr, acts + m0 * act_bytes, act_bytes, nc, tile.data(),
+                                static_cast<size_t>(R));
+                    for (int c = 0; c < nc; ++c) {
+                        std::copy_n(tile.data() + static_cast<ptrdiff_t>(c) * R, nr,
+                                    f32_row_flat(out, m0 + c) + n0);
+                    }
+                }
+            }
+        },
+        std::max<int64_t>(1, blocks / (8 * static_cast<int64_t>(pool.size()))));
+}
+
+}  // namespace
+
 void run_matmul(const NodeArgs& a, ThreadPool& pool) {
     const dwell_tensor& w = a.input(0);
     const dwell_tensor& x = a.input(1);
     const dwell_tensor& out = a.output();
     const int64_t k = w.ne[0];
+    if (const GemmKernel* kernel = gemm_kernel(w.dtype);
+        kernel != nullptr && k % kernel->k_multiple == 0) {
+        run_blocked(*kernel, a, pool);
+        return;
+    }
     const int64_t n_rows = w.ne[1];
     const int64_t m_rows = dwell_tensor_nrows(&x);
     // Keep each range big enough that waking a thread pays off.

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "dwell/plugin.h"
+#include "quantized_acts.hpp"
 #include "tensor_access.hpp"
 
 namespace dwell::cpu {
@@ -89,45 +90,46 @@ size_t element_alignment(dwell_dtype t) {
     return (t == DWELL_F32 || t == DWELL_I32) ? 4 : 1;
 }
 
-OpVerdict check_layout(const dwell_tensor& t, const std::string& role, bool need_data) {
+OpVerdict check_layout(const dwell_tensor& t, std::string_view role, bool need_data) {
     const int32_t dtype = raw_enum(&t.dtype);
     if (dtype < 0 || dtype >= DWELL_DTYPE_COUNT ||
         dwell_dtype_block_elems(static_cast<dwell_dtype>(dtype)) == 0) {
-        return unsupported(role + ": dtype " + std::to_string(dtype) + " is not supported");
+        return unsupported(std::string(role) + ": dtype " + std::to_string(dtype) +
+                           " is not supported");
     }
     int64_t n = 1;
     for (int d = 0; d < DWELL_MAX_DIMS; ++d) {
         if (t.ne[d] < 1 || t.ne[d] > kMaxDim) {
-            return invalid(role + ": ne[" + std::to_string(d) + "] = " + std::to_string(t.ne[d]) +
-                           " is out of range");
+            return invalid(std::string(role) + ": ne[" + std::to_string(d) +
+                           "] = " + std::to_string(t.ne[d]) + " is out of range");
         }
         n *= t.ne[d];
-        if (n > kMaxElements) return invalid(role + ": too many elements");
+        if (n > kMaxElements) return invalid(std::string(role) + ": too many elements");
     }
     const int64_t block = dwell_dtype_block_elems(t.dtype);
     if (t.ne[0] % block != 0) {
-        return invalid(role + ": row length " + std::to_string(t.ne[0]) +
+        return invalid(std::string(role) + ": row length " + std::to_string(t.ne[0]) +
                        " is not a multiple of the " + dwell_dtype_name(t.dtype) + " block size");
     }
     if (t.nb[0] != dwell_dtype_block_bytes(t.dtype)) {
-        return unsupported(role + ": elements inside a row are not packed (nb[0] = " +
+        return unsupported(std::string(role) + ": elements inside a row are not packed (nb[0] = " +
                            std::to_string(t.nb[0]) + ")");
     }
     const uint64_t row_bytes = dwell_row_bytes(t.dtype, t.ne[0]);
     for (int d = 1; d < DWELL_MAX_DIMS; ++d) {
         if (t.ne[d] == 1) continue;  // the stride of a single-entry dim is never used
         if (t.nb[d] < row_bytes || t.nb[d] > kMaxStride) {
-            return unsupported(role + ": stride nb[" + std::to_string(d) +
+            return unsupported(std::string(role) + ": stride nb[" + std::to_string(d) +
                                "] = " + std::to_string(t.nb[d]) + " overlaps rows of " +
                                std::to_string(row_bytes) + " bytes");
         }
     }
     if (need_data) {
-        if (t.data == nullptr) return invalid(role + ": no data");
+        if (t.data == nullptr) return invalid(std::string(role) + ": no data");
         const size_t align = element_alignment(t.dtype);
         bool aligned = reinterpret_cast<uintptr_t>(t.data) % align == 0;
         for (int d = 1; d < DWELL_MAX_DIMS; ++d) aligned = aligned && t.nb[d] % align == 0;
-        if (!aligned) return invalid(role + ": data or strides are misaligned");
+        if (!aligned) return invalid(std::string(role) + ": data or strides are misaligned");
     }
     return std::nullopt;
 }
@@ -167,15 +169,19 @@ OpVerdict check_node_impl(const dwell_graph* graph, int32_t node_index, bool nee
     for (int i = 0; i < entry.n_inputs; ++i) {
         const int32_t id = node.inputs[i];
         args.in[static_cast<size_t>(i)] = tensor_at(id);
-        const std::string role = "input " + std::to_string(i);
+        // Names for messages, without building a string per node per token.
+        static constexpr const char* kRoles[DWELL_MAX_INPUTS] = {"input 0", "input 1", "input 2",
+                                                                 "input 3", "input 4", "input 5"};
+        const std::string_view role = kRoles[i];
         if (args.in[static_cast<size_t>(i)] == nullptr) {
-            return invalid(role + ": tensor id " + std::to_string(id) + " is out of range");
+            return invalid(std::string(role) + ": tensor id " + std::to_string(id) +
+                           " is out of range");
         }
         if (auto p = check_layout(*args.in[static_cast<size_t>(i)], role, need_data)) return p;
         if (!entry.in_place_ok &&
             (id == node.output ||
              (need_data && args.in[static_cast<size_t>(i)]->data == args.out->data))) {
-            return unsupported(role + ": cannot be computed in place");
+            return unsupported(std::string(role) + ": cannot be computed in place");
         }
     }
     if (auto p = entry.check(args)) return p;
@@ -190,18 +196,19 @@ OpVerdict check_node(const dwell_graph* graph, int32_t node, bool need_data, Nod
 }
 
 OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_t n_ids,
-                        ThreadPool& pool) {
+                        ThreadPool& pool, PackedWeights* packed) {
     if (n_ids > 0 && node_ids == nullptr) return invalid("no node id array");
+    QuantizedActs acts;
     for (size_t i = 0; i < n_ids; ++i) {
         const int32_t id = node_ids[i];
-        std::string where = "node " + std::to_string(id);
         NodeArgs args;
         OpVerdict problem = check_node_impl(graph, id, true, &args);
+        args.packed = packed;
+        args.acts = &acts;
         if (!problem) {
-            const int32_t op = raw_enum(&args.node->op);
-            where += " (" + op_label(op) + ")";
             try {
-                kernel_for(op).run(args, pool);
+                kernel_for(raw_enum(&args.node->op)).run(args, pool);
+                acts.note_written(*args.out);
             } catch (const KernelError& e) {
                 problem = OpProblem{e.status(), e.what()};
             } catch (const std::bad_alloc&) {
@@ -209,11 +216,14 @@ OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_
             } catch (const std::exception& e) {
                 problem = OpProblem{DWELL_ERR_INTERNAL, e.what()};
             }
-        } else if (graph != nullptr && DWELL_HAS_FIELD(graph, dwell_graph, nodes) &&
-                   graph->nodes != nullptr && id >= 0 && id < graph->n_nodes) {
-            where += " (" + op_label(raw_enum(&dwell_graph_node(graph, id)->op)) + ")";
         }
         if (problem) {
+            // Built only on failure: this loop runs for every node of every token.
+            std::string where = "node " + std::to_string(id);
+            if (graph != nullptr && DWELL_HAS_FIELD(graph, dwell_graph, nodes) &&
+                graph->nodes != nullptr && id >= 0 && id < graph->n_nodes) {
+                where += " (" + op_label(raw_enum(&dwell_graph_node(graph, id)->op)) + ")";
+            }
             problem->message = where + ": " + problem->message;
             return problem;
         }

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels.hpp"
+#include "packed_weights.hpp"
 
 namespace dwell::cpu {
 
@@ -21,8 +22,9 @@ OpVerdict check_node(const dwell_graph* graph, int32_t node, bool need_data,
                      NodeArgs* args = nullptr);
 
 // Runs graph->nodes[node_ids[i]] in order. Stops at the first failure and
-// returns it with a message naming the node index and op.
+// returns it with a message naming the node index and op. Matmuls keep
+// their repacked weights in `packed` when given (else they repack per call).
 OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_t n_ids,
-                        ThreadPool& pool);
+                        ThreadPool& pool, PackedWeights* packed = nullptr);
 
 }  // namespace dwell::cpu

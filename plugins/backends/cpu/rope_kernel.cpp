@@ -3,12 +3,17 @@
 // The angles follow ggml exactly, since reference outputs come from
 // llama.cpp: theta_scale = freq_base^(-2/n_rot) in float, and the angle of
 // pair i is freq_scale * (pos * theta_scale^i) with the power built by
-// repeated float multiplication, not by powf per pair.
+// repeated float multiplication, not by powf per pair. The angles' cos/sin
+// stay scalar (once per token, shared by all heads); the rotation itself
+// goes through the vector math table, which rounds it exactly as the scalar
+// formula does.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels.hpp"
 #include "tensor_access.hpp"
+#include "vec_math.hpp"
 
 namespace dwell::cpu {
 
@@ -55,6 +60,8 @@ void run_rope(const NodeArgs& a, ThreadPool& pool) {
     const float freq_scale = a.node->fparams[1];
     const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
     const int32_t* pos = i32_row(positions, 0);
+    const VecKernels& vk = vec_kernels();
+    const auto rotate = neox ? vk.rope_neox : vk.rope_norm;
 
     // One token per item: its cos/sin table is shared by all of its heads.
     pool.parallel_for(x.ne[2], [&](int64_t begin, int64_t end) {
@@ -72,17 +79,11 @@ void run_rope(const NodeArgs& a, ThreadPool& pool) {
                 const float* src = f32_row(x, h, t);
                 float* dst = f32_row(out, h, t);
                 // Pair i is (2i, 2i+1) in NORM mode, (i, i + n_rot/2) in NEOX.
-                for (int64_t i = 0; i < half; ++i) {
-                    const int64_t i0 = neox ? i : 2 * i;
-                    const int64_t i1 = neox ? i + half : 2 * i + 1;
-                    const float x0 = src[i0];
-                    const float x1 = src[i1];
-                    const float c = cos_t[static_cast<size_t>(i)];
-                    const float s = sin_t[static_cast<size_t>(i)];
-                    dst[i0] = x0 * c - x1 * s;
-                    dst[i1] = x0 * s + x1 * c;
+                rotate(src, cos_t.data(), sin_t.data(), dst, half);
+                if (dst != src && n_rot < head_dim) {
+                    std::memcpy(dst + n_rot, src + n_rot,
+                                static_cast<size_t>(head_dim - n_rot) * sizeof(float));
                 }
-                for (int64_t i = n_rot; i < head_dim; ++i) dst[i] = src[i];
             }
         }
     });

@@ -3,6 +3,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__aarch64__)
+#include "simd_dots_neon.hpp"
+#endif
+
 namespace dwell::cpu {
 
 const char* simd_level_name(SimdLevel level) {
@@ -11,6 +15,12 @@ const char* simd_level_name(SimdLevel level) {
             return "avx2";
         case SimdLevel::Avx512:
             return "avx512";
+        case SimdLevel::Neon:
+            return "neon";
+        case SimdLevel::NeonDotprod:
+            return "dotprod";
+        case SimdLevel::NeonI8mm:
+            return "i8mm";
         default:
             return "scalar";
     }
@@ -18,27 +28,55 @@ const char* simd_level_name(SimdLevel level) {
 
 namespace {
 
+#if defined(__x86_64__)
 bool has_avx2(const CpuFeatures& f) {
     return f.avx2 && f.fma && f.f16c;
 }
+#endif
+
+constexpr SimdLevel kAllLevels[] = {SimdLevel::Scalar,      SimdLevel::Avx2,
+                                    SimdLevel::Avx512,      SimdLevel::Neon,
+                                    SimdLevel::NeonDotprod, SimdLevel::NeonI8mm};
 
 }  // namespace
 
-// No AVX-512 kernels exist yet: the AVX2 ones already saturate memory
-// bandwidth on the decode path, so Avx512 is never chosen as "best".
-SimdLevel best_simd_level(const CpuFeatures& f) {
+bool simd_level_supported(SimdLevel level, const CpuFeatures& f) {
+    switch (level) {
+        case SimdLevel::Scalar:
+            return true;
 #if defined(__x86_64__)
-    if (has_avx2(f)) return SimdLevel::Avx2;
-#else
-    (void)f;
+        case SimdLevel::Avx2:
+            return has_avx2(f);
+        case SimdLevel::Avx512:
+            return has_avx2(f) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
 #endif
-    return SimdLevel::Scalar;
+#if defined(__aarch64__)
+        case SimdLevel::Neon:
+            return f.neon;
+        case SimdLevel::NeonDotprod:
+            return f.neon && f.dotprod;
+        case SimdLevel::NeonI8mm:
+            return f.neon && f.dotprod && f.i8mm;
+#endif
+        default:
+            return false;
+    }
+}
+
+SimdLevel best_simd_level(const CpuFeatures& f) {
+    SimdLevel best = SimdLevel::Scalar;
+    for (SimdLevel l : kAllLevels) {
+        if (simd_level_supported(l, f)) best = l;
+    }
+    return best;
 }
 
 SimdLevel select_simd_level(const char* env, const CpuFeatures& f) {
-    if (env != nullptr && std::strcmp(env, "scalar") == 0) return SimdLevel::Scalar;
-    // "avx2" and "avx512" (and unknown values) get the widest supported
-    // level, which today is at most avx2.
+    if (env != nullptr) {
+        for (SimdLevel l : kAllLevels) {
+            if (std::strcmp(env, simd_level_name(l)) == 0 && simd_level_supported(l, f)) return l;
+        }
+    }
     return best_simd_level(f);
 }
 
@@ -52,12 +90,25 @@ DotKernels dot_kernels_for(SimdLevel level) {
     k.q6_K_q8_K = dot_q6_K_q8_K_scalar;
 #if defined(__x86_64__)
     if (level == SimdLevel::Avx2 || level == SimdLevel::Avx512) {
-        k.level = SimdLevel::Avx2;
+        k.level = level;
         k.f16_f32 = dot_f16_f32_avx2;
         k.q8_0_f32 = dot_q8_0_f32_avx2;
         k.q4_0_f32 = dot_q4_0_f32_avx2;
         k.q4_K_q8_K = dot_q4_K_q8_K_avx2;
         k.q6_K_q8_K = dot_q6_K_q8_K_avx2;
+    }
+#elif defined(__aarch64__)
+    if (level == SimdLevel::Neon || level == SimdLevel::NeonDotprod ||
+        level == SimdLevel::NeonI8mm) {
+        k.level = level;
+        k.f16_f32 = dot_f16_f32_neon;
+        k.q8_0_f32 = dot_q8_0_f32_neon;
+        k.q4_0_f32 = dot_q4_0_f32_neon;
+        // The f32-activation dots gain nothing from SDOT; the integer K-quant
+        // dots do (SMMLA only pays off across several rows, in the GEMM).
+        const bool sdot = level != SimdLevel::Neon;
+        k.q4_K_q8_K = sdot ? dot_q4_K_q8_K_dotprod : dot_q4_K_q8_K_neon;
+        k.q6_K_q8_K = sdot ? dot_q6_K_q8_K_dotprod : dot_q6_K_q8_K_neon;
     }
 #else
     (void)level;

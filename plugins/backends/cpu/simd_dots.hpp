@@ -7,8 +7,9 @@
 // the scalar ones (same exact int32 block sums, same float epilogue); the
 // f32-activation dots differ only by float summation order.
 //
-// DWELL_CPU_SIMD=scalar|avx2|avx512 overrides the choice (for testing and
-// benchmarking); a level the CPU lacks falls back to the best it has.
+// DWELL_CPU_SIMD=scalar|avx2|avx512|neon|dotprod|i8mm overrides the choice
+// (for testing and benchmarking); a level the CPU lacks falls back to the
+// best it has.
 //
 // Thread-safety: dot_kernels() initialises once (function-local static) and
 // is immutable afterwards. Ownership: callers own every buffer.
@@ -23,9 +24,16 @@
 
 namespace dwell::cpu {
 
-enum class SimdLevel { Scalar, Avx2, Avx512 };
+// Levels of one architecture are ordered, each implying the ones before it:
+// x86-64 Avx2 (AVX2+FMA+F16C) < Avx512 (F, BW, VL and VNNI); aarch64 Neon <
+// NeonDotprod (SDOT) < NeonI8mm (SMMLA). Levels of the other architecture
+// are never supported.
+enum class SimdLevel { Scalar, Avx2, Avx512, Neon, NeonDotprod, NeonI8mm };
 
 const char* simd_level_name(SimdLevel level);
+
+// True if this CPU (per `f`) can run kernels of `level`.
+bool simd_level_supported(SimdLevel level, const CpuFeatures& f);
 
 using DotF32Fn = float (*)(const void* row, const float* x, int64_t n);
 using DotQ8KFn = float (*)(const void* row, const ActBlockQ8_K* x, int64_t n);

@@ -1,9 +1,10 @@
-// SOFTMAX over each row of an F32 tensor, max-subtracted.
+// SOFTMAX over each row of an F32 tensor, max-subtracted, with the vector
+// math table (exps in f32, their sum in double as ggml does).
 #include <algorithm>
 
-#include "activation_math.hpp"
 #include "kernels.hpp"
 #include "tensor_access.hpp"
+#include "vec_math.hpp"
 
 namespace dwell::cpu {
 
@@ -21,11 +22,12 @@ void run_softmax(const NodeArgs& a, ThreadPool& pool) {
     const dwell_tensor& x = a.input(0);
     const dwell_tensor& out = a.output();
     const int64_t n = x.ne[0];
+    const VecKernels& vk = vec_kernels();
     pool.parallel_for(
         dwell_tensor_nrows(&x),
         [&](int64_t begin, int64_t end) {
             for (int64_t r = begin; r < end; ++r) {
-                softmax_row(f32_row_flat(x, r), f32_row_flat(out, r), n);
+                softmax_row(vk, f32_row_flat(x, r), f32_row_flat(out, r), n);
             }
         },
         std::max<int64_t>(1, 16384 / n));

@@ -1,30 +1,63 @@
 #include "thread_pool.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace dwell::cpu {
 
 namespace {
 
-// Spinning a little before blocking saves a futex round trip when jobs come
-// back to back (as kernels of one graph do), without burning a core when
-// the pool sits idle between graphs.
-constexpr int kSpinIterations = 2000;
+// How long a worker keeps spinning for the next job before it blocks: long
+// enough to bridge the gaps between kernels of a graph and between decoded
+// tokens, short enough not to burn a core once generation stops.
+// The first kPauseSpins polls only pause the core; after that each poll
+// yields, so a machine with more runnable threads than cores (tests run in
+// parallel, other apps) still schedules whoever the pool waits for.
+constexpr auto kSpinFor = std::chrono::milliseconds(1);
+constexpr unsigned kPauseSpins = 2048;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void pin_thread(pthread_t thread, int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    // Best effort: a CPU taken offline or outside the cgroup leaves the
+    // thread unpinned, which costs speed, not correctness.
+    (void)pthread_setaffinity_np(thread, sizeof set, &set);
+}
 
 }  // namespace
 
-ThreadPool::ThreadPool(unsigned nthreads) {
+ThreadPool::ThreadPool(unsigned nthreads, std::vector<int> cpus) : cpus_(std::move(cpus)) {
     const unsigned n = std::max(1u, nthreads);
     workers_.reserve(n - 1);
     for (unsigned i = 1; i < n; ++i) {
         workers_.emplace_back([this, i] { worker_loop(i); });
+        if (!cpus_.empty()) pin_thread(workers_.back().native_handle(), cpus_[i % cpus_.size()]);
     }
 }
 
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard lock(mutex_);
-        stop_ = true;
+        stop_.store(true);
+        generation_.fetch_add(1);
     }
     start_cv_.notify_all();
     for (auto& w : workers_) w.join();
@@ -36,13 +69,20 @@ unsigned ThreadPool::default_threads() {
 
 void ThreadPool::run_range(unsigned index) {
     if (index >= job_parts_) return;
-    const int64_t begin = job_n_ * index / job_parts_;
-    const int64_t end = job_n_ * (index + 1) / job_parts_;
-    if (begin >= end) return;
     try {
-        (*job_)(begin, end);
+        if (job_chunk_ > 0) {
+            for (;;) {
+                const int64_t begin = job_next_.fetch_add(job_chunk_, std::memory_order_relaxed);
+                if (begin >= job_n_) break;
+                (*job_)(begin, std::min(job_n_, begin + job_chunk_));
+            }
+            return;
+        }
+        const int64_t begin = job_n_ * index / job_parts_;
+        const int64_t end = job_n_ * (index + 1) / job_parts_;
+        if (begin < end) (*job_)(begin, end);
     } catch (...) {
-        std::lock_guard lock(mutex_);
+        std::lock_guard lock(error_mutex_);
         if (!job_error_) job_error_ = std::current_exception();
     }
 }
@@ -56,56 +96,107 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t min_chunk) {
         fn(0, n);
         return;
     }
-
-    {
-        std::lock_guard lock(mutex_);
-        job_ = &fn;
-        job_n_ = n;
-        job_parts_ = parts;
-        job_error_ = nullptr;
-        pending_.store(static_cast<unsigned>(workers_.size()), std::memory_order_relaxed);
-        generation_.fetch_add(1, std::memory_order_release);
-    }
-    start_cv_.notify_all();
-
+    start_job(fn, n, parts, 0);
     run_range(0);
+    finish_job();
+}
 
-    for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i) {
-        std::this_thread::yield();
+void ThreadPool::parallel_for_dynamic(int64_t n, const RangeFn& fn, int64_t chunk) {
+    if (n <= 0) return;
+    chunk = std::max<int64_t>(1, chunk);
+    if (size() == 1 || n <= chunk) {
+        fn(0, n);
+        return;
     }
-    std::exception_ptr error;
-    {
-        std::unique_lock lock(mutex_);
-        done_cv_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
-        job_ = nullptr;
-        error = job_error_;
-        job_error_ = nullptr;
+    start_job(fn, n, size(), chunk);
+    run_range(0);
+    finish_job();
+}
+
+void ThreadPool::start_job(const RangeFn& fn, int64_t n, unsigned parts, int64_t chunk) {
+    job_ = &fn;
+    job_n_ = n;
+    job_parts_ = parts;
+    job_chunk_ = chunk;
+    job_next_.store(0, std::memory_order_relaxed);
+    job_error_ = nullptr;
+    // Every worker acknowledges every job, participating or not, so none
+    // can still be reading job_ when the next one is written.
+    pending_.store(static_cast<unsigned>(workers_.size()), std::memory_order_relaxed);
+    // seq_cst pairs with the sleepers_ increment in wait_for_job: either
+    // this load sees the sleeper, or the sleeper sees the new generation.
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) != 0) {
+        std::lock_guard lock(mutex_);
+        start_cv_.notify_all();
     }
-    if (error) std::rethrow_exception(error);
+}
+
+void ThreadPool::finish_job() {
+    for (unsigned spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+        // More threads than free cores: let the stragglers run.
+        if (spins >= kPauseSpins) {
+            std::this_thread::yield();
+        } else {
+            cpu_relax();
+        }
+    }
+    job_ = nullptr;
+    if (job_error_) {
+        std::exception_ptr error = std::exchange(job_error_, nullptr);
+        std::rethrow_exception(error);
+    }
+}
+
+uint64_t ThreadPool::wait_for_job(uint64_t seen) {
+    const auto deadline = std::chrono::steady_clock::now() + kSpinFor;
+    for (unsigned spins = 1;; ++spins) {
+        const uint64_t g = generation_.load(std::memory_order_acquire);
+        if (g != seen) return g;
+        if (spins < kPauseSpins) {
+            cpu_relax();
+        } else {
+            std::this_thread::yield();
+            if (spins % 64 == 0 && std::chrono::steady_clock::now() > deadline) break;
+        }
+    }
+    std::unique_lock lock(mutex_);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    start_cv_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    return generation_.load(std::memory_order_acquire);
 }
 
 void ThreadPool::worker_loop(unsigned index) {
     uint64_t seen = 0;
     for (;;) {
-        for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen;
-             ++i) {
-            std::this_thread::yield();
-        }
-        {
-            std::unique_lock lock(mutex_);
-            start_cv_.wait(
-                lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
-            if (stop_) return;
-            seen = generation_.load(std::memory_order_acquire);
-        }
+        seen = wait_for_job(seen);
+        if (stop_.load(std::memory_order_acquire)) return;
         run_range(index);
-        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-            // Taking the lock orders this notify after the caller's wait
-            // started or its predicate check, so the wakeup cannot be lost.
-            std::lock_guard lock(mutex_);
-            done_cv_.notify_one();
-        }
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
+}
+
+CpuAffinityScope::CpuAffinityScope(const std::vector<int>& cpus) {
+    if (cpus.empty()) return;
+    cpu_set_t old;
+    if (pthread_getaffinity_np(pthread_self(), sizeof old, &old) != 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : cpus) {
+        if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+    }
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) return;
+    saved_.resize(sizeof old);
+    std::memcpy(saved_.data(), &old, sizeof old);
+    active_ = true;
+}
+
+CpuAffinityScope::~CpuAffinityScope() {
+    if (!active_) return;
+    cpu_set_t old;
+    std::memcpy(&old, saved_.data(), sizeof old);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof old, &old);
 }
 
 }  // namespace dwell::cpu

@@ -4,6 +4,10 @@
 // has no worker threads at all. Work is split into contiguous static ranges,
 // one per participating thread, which keeps results independent of timing.
 //
+// Hand-off is a generation counter the workers spin on (with a CPU pause)
+// for a short while before they block, so the back-to-back jobs of one
+// graph cost no system call; an idle pool sleeps on a condition variable.
+//
 // Thread-safety: one thread at a time may call parallel_for (a backend
 // context is used by one thread at a time). parallel_for must not be called
 // from inside a job.
@@ -24,13 +28,18 @@ class ThreadPool {
 public:
     using RangeFn = std::function<void(int64_t begin, int64_t end)>;
 
-    // nthreads counts the calling thread; 0 is treated as 1.
-    explicit ThreadPool(unsigned nthreads);
+    // nthreads counts the calling thread; 0 is treated as 1. When cpus is
+    // not empty, worker i (1-based) is pinned to cpus[i % cpus.size()]; the
+    // calling thread is left alone (see CpuAffinityScope for it).
+    explicit ThreadPool(unsigned nthreads, std::vector<int> cpus = {});
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
+
+    // The CPUs workers are pinned to (empty: not pinned).
+    const std::vector<int>& cpus() const { return cpus_; }
 
     // Calls fn(begin, end) over disjoint ranges covering [0, n). Ranges hold
     // at least min_chunk items (except when n is smaller), so tiny jobs run
@@ -38,27 +47,60 @@ public:
     // threw, after every range has finished.
     void parallel_for(int64_t n, const RangeFn& fn, int64_t min_chunk = 1);
 
+    // Like parallel_for, but threads take ranges of `chunk` items from a
+    // shared counter until none is left, so a thread the OS delays (or a
+    // slower core) does less instead of holding everyone up. Which thread
+    // runs which range varies from call to call: use it only where a range's
+    // result does not depend on who computes it.
+    void parallel_for_dynamic(int64_t n, const RangeFn& fn, int64_t chunk);
+
     // The default size: one thread per hardware thread, at least one.
     static unsigned default_threads();
 
 private:
     void worker_loop(unsigned index);
     void run_range(unsigned index);
+    void start_job(const RangeFn& fn, int64_t n, unsigned parts, int64_t chunk);
+    void finish_job();
+    // Waits (spinning, then blocking) until generation_ differs from seen.
+    uint64_t wait_for_job(uint64_t seen);
 
     std::vector<std::thread> workers_;
+    std::vector<int> cpus_;
     std::mutex mutex_;
     std::condition_variable start_cv_;
-    std::condition_variable done_cv_;
     // Bumped once per job; workers compare it with the last job they saw.
     std::atomic<uint64_t> generation_{0};
+    // Workers that have not finished the current job.
     std::atomic<unsigned> pending_{0};
-    bool stop_ = false;
+    // Workers blocked on start_cv_ (the caller notifies only if any).
+    std::atomic<unsigned> sleepers_{0};
+    std::atomic<bool> stop_{false};
 
-    // The current job; written before generation_ is bumped.
+    // The current job; written before generation_ is bumped, read by
+    // workers after they see the bump, stable until every worker is done.
     const RangeFn* job_ = nullptr;
     int64_t job_n_ = 0;
     unsigned job_parts_ = 0;
+    int64_t job_chunk_ = 0;  // > 0: dynamic ranges of this size
+    std::atomic<int64_t> job_next_{0};
+    std::mutex error_mutex_;
     std::exception_ptr job_error_;
+};
+
+// Restricts the calling thread to `cpus` for the scope's lifetime and then
+// restores its previous mask; does nothing for an empty list or where the
+// OS refuses. Lets a backend call run on the cores its pool is pinned to.
+class CpuAffinityScope {
+public:
+    explicit CpuAffinityScope(const std::vector<int>& cpus);
+    ~CpuAffinityScope();
+    CpuAffinityScope(const CpuAffinityScope&) = delete;
+    CpuAffinityScope& operator=(const CpuAffinityScope&) = delete;
+
+private:
+    bool active_ = false;
+    std::vector<unsigned char> saved_;  // the old cpu_set_t bytes
 };
 
 }  // namespace dwell::cpu

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define DWELL_ABI_MAJOR 1
-#define DWELL_ABI_MINOR 0
+#define DWELL_ABI_MINOR 1 /* 1.1: dwell_host_services.weights_copied */
 
 #if defined(_WIN32)
 #define DWELL_PLUGIN_EXPORT __declspec(dllexport)
@@ -52,7 +52,9 @@ extern "C" {
 
 enum { DWELL_LOG_DEBUG = 0, DWELL_LOG_INFO = 1, DWELL_LOG_WARN = 2, DWELL_LOG_ERROR = 3 };
 
-/* Services the host offers every plugin. */
+/* Services the host offers every plugin. The struct and its callbacks stay
+ * valid for as long as any context created with them exists; services may
+ * be called from any thread. */
 typedef struct dwell_host_services {
     uint32_t struct_size;
     uint32_t abi_major;
@@ -64,6 +66,13 @@ typedef struct dwell_host_services {
      * NULL when the budget would be exceeded. Freed with page_free. */
     void* (*page_alloc)(void* host, size_t bytes);
     void (*page_free)(void* host, void* ptr);
+    /* ABI 1.1. A backend that keeps its own copy of weight bytes (e.g.
+     * repacked for its kernels) tells the host, which may then drop the
+     * resident pages of a memory-mapped model file behind
+     * [data, data + bytes): the bytes stay readable (the OS reads them
+     * back from the file), they just stop counting against memory. Check
+     * DWELL_HAS_FIELD before calling; NULL when the host has no use for it. */
+    void (*weights_copied)(void* host, const void* data, size_t bytes);
 } dwell_host_services;
 
 typedef enum dwell_plugin_kind {

@@ -82,6 +82,7 @@ private:
     friend class PoolBuffer;
     struct Chunk;
     void* take_pages(size_t n_pages, std::string_view what);  // throws
+    void* map_aligned(size_t bytes) const;                    // MAP_FAILED on failure
     void give_back(void* ptr, size_t bytes) noexcept;
 
     const size_t page_size_;

@@ -115,13 +115,36 @@ INSTANTIATE_TEST_SUITE_P(GgmlBlockFormats, IntegerDotTest,
                              return std::string(dwell_dtype_name(info.param));
                          });
 
-TEST(ActivationFormat, MatmulUsesGgmlFormatsWhereEnabled) {
-    for (dwell_dtype t : {DWELL_Q4_1, DWELL_Q5_1, DWELL_Q4_K, DWELL_Q5_K, DWELL_Q6_K}) {
+TEST(ActivationFormat, MatmulUsesGgmlFormatsForBlockFormats) {
+    for (dwell_dtype t : {DWELL_Q4_0, DWELL_Q5_0, DWELL_Q8_0, DWELL_Q4_1, DWELL_Q5_1, DWELL_Q4_K,
+                          DWELL_Q5_K, DWELL_Q6_K}) {
         EXPECT_EQ(activation_format(t), ggml_activation_format(t)) << dwell_dtype_name(t);
     }
-    for (dwell_dtype t : {DWELL_Q4_0, DWELL_Q5_0, DWELL_Q8_0, DWELL_F16, DWELL_BF16, DWELL_F32}) {
+    for (dwell_dtype t : {DWELL_F16, DWELL_BF16, DWELL_F32}) {
         EXPECT_EQ(activation_format(t), ActFormat::F32) << dwell_dtype_name(t);
     }
+}
+
+// Hand-computed: amax 127 makes the scale 1, so x * 127 / amax = x and the
+// halves show the rounding: to even, as llama.cpp's SIMD quantizers do.
+TEST(ActivationFormat, Q8_0And8_1RoundHalvesToEven) {
+    std::vector<float> x(DWELL_QK8_0, 0.0f);
+    const float in[] = {127.0f, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, -0.5f, 1.49f, -126.5f};
+    const int8_t want[] = {127, 2, 4, -2, -4, 0, 0, 1, -126};
+    std::copy(std::begin(in), std::end(in), x.begin());
+    dwell_block_q8_0 q8_0{};
+    quantize_act_q8_0(x.data(), &q8_0, DWELL_QK8_0);
+    ActBlockQ8_1 q8_1{};
+    quantize_act_q8_1(x.data(), &q8_1, DWELL_QK8_0);
+    EXPECT_EQ(dwell_fp16_to_fp32(q8_0.d), 1.0f);
+    EXPECT_EQ(dwell_fp16_to_fp32(q8_1.d), 1.0f);
+    int sum = 0;
+    for (size_t i = 0; i < std::size(want); ++i) {
+        EXPECT_EQ(q8_0.qs[i], want[i]) << in[i];
+        EXPECT_EQ(q8_1.qs[i], want[i]) << in[i];
+        sum += want[i];
+    }
+    EXPECT_EQ(dwell_fp16_to_fp32(q8_1.s), static_cast<float>(sum));
 }
 
 TEST(ActivationFormat, GgmlVecDotTypeByWeightDtype) {

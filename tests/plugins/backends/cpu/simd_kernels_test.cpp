@@ -5,9 +5,12 @@
 // result itself, cancellation could make any reordering look wrong).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +18,7 @@
 #include "activation_quant.hpp"
 #include "cpu_test_graph.hpp"
 #include "simd_dots.hpp"
+#include "test_paths.hpp"
 #include "weight_rows.hpp"
 
 namespace dwell::cpu {
@@ -41,7 +45,7 @@ private:
 };
 
 bool level_supported(SimdLevel level) {
-    return best_simd_level(detect_cpu_features()) >= level;
+    return simd_level_supported(level, detect_cpu_features());
 }
 
 // Element counts: one block, whole multiples, odd block counts, and for F16
@@ -131,9 +135,9 @@ TEST(SimdKernels, Avx2Q6_KIsBitIdentical) {
 
 // Extreme codes and activations: all-max nibbles against -128/127 bytes,
 // where a saturating 16-bit step would show.
-TEST(SimdKernels, Avx2KQuantExtremes) {
-    if (!level_supported(SimdLevel::Avx2)) GTEST_SKIP() << "CPU lacks avx2";
-    const DotKernels simd = dot_kernels_for(SimdLevel::Avx2);
+void check_k_quant_extremes(SimdLevel level) {
+    if (!level_supported(level)) GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
+    const DotKernels simd = dot_kernels_for(level);
     const DotKernels scalar = dot_kernels_for(SimdLevel::Scalar);
     alignas(ActBlockQ8_K) ActBlockQ8_K x{};
     x.d = 0.5f;
@@ -157,6 +161,56 @@ TEST(SimdKernels, Avx2KQuantExtremes) {
     }
 }
 
+TEST(SimdKernels, Avx2KQuantExtremes) {
+    check_k_quant_extremes(SimdLevel::Avx2);
+}
+
+// aarch64: every level has its own table entries (Neon: widening
+// multiplies; NeonDotprod and NeonI8mm: SDOT for the K-quant dots).
+class NeonLevels : public ::testing::TestWithParam<SimdLevel> {};
+
+TEST_P(NeonLevels, F16) {
+    check_f32_dot(GetParam(), DWELL_F16, 32, &DotKernels::f16_f32);
+}
+
+TEST_P(NeonLevels, Q8_0) {
+    check_f32_dot(GetParam(), DWELL_Q8_0, DWELL_QK8_0, &DotKernels::q8_0_f32);
+}
+
+TEST_P(NeonLevels, Q4_0) {
+    check_f32_dot(GetParam(), DWELL_Q4_0, DWELL_QK4_0, &DotKernels::q4_0_f32);
+}
+
+TEST_P(NeonLevels, Q4_KIsBitIdentical) {
+    check_q8_K_dot(GetParam(), DWELL_Q4_K, &DotKernels::q4_K_q8_K);
+}
+
+TEST_P(NeonLevels, Q6_KIsBitIdentical) {
+    check_q8_K_dot(GetParam(), DWELL_Q6_K, &DotKernels::q6_K_q8_K);
+}
+
+TEST_P(NeonLevels, KQuantExtremes) {
+    check_k_quant_extremes(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(SimdKernels, NeonLevels,
+                         ::testing::Values(SimdLevel::Neon, SimdLevel::NeonDotprod,
+                                           SimdLevel::NeonI8mm),
+                         [](const auto& info) { return simd_level_name(info.param); });
+
+// Every aarch64 Linux CPU has Advanced SIMD; the rest depends on the core
+// (qemu -cpu max has them all), so it is only reported.
+TEST(SimdKernels, DetectsAarch64Features) {
+#if defined(__aarch64__)
+    const CpuFeatures f = detect_cpu_features();
+    EXPECT_TRUE(f.neon);
+    std::printf("neon %d dotprod %d i8mm %d fp16 %d: best level %s\n", f.neon, f.dotprod, f.i8mm,
+                f.fp16, simd_level_name(best_simd_level(f)));
+#else
+    GTEST_SKIP() << "not aarch64";
+#endif
+}
+
 TEST(SimdKernels, EnvironmentSelectsLevel) {
     CpuFeatures all;
     all.avx2 = all.fma = all.f16c = true;
@@ -166,9 +220,34 @@ TEST(SimdKernels, EnvironmentSelectsLevel) {
     // A request the CPU cannot honour falls back to what it has.
     EXPECT_EQ(select_simd_level("avx2", CpuFeatures{}), SimdLevel::Scalar);
     EXPECT_EQ(select_simd_level("avx512", CpuFeatures{}), SimdLevel::Scalar);
+    EXPECT_EQ(select_simd_level("dotprod", CpuFeatures{}), SimdLevel::Scalar);
+#if defined(__aarch64__)
+    CpuFeatures arm;
+    arm.neon = arm.dotprod = arm.i8mm = arm.fp16 = true;
+    EXPECT_EQ(select_simd_level(nullptr, arm), SimdLevel::NeonI8mm);
+    EXPECT_EQ(select_simd_level("neon", arm), SimdLevel::Neon);
+    EXPECT_EQ(select_simd_level("dotprod", arm), SimdLevel::NeonDotprod);
+    EXPECT_EQ(select_simd_level("avx2", arm), SimdLevel::NeonI8mm);  // not this architecture
+    CpuFeatures no_i8mm = arm;
+    no_i8mm.i8mm = false;
+    EXPECT_EQ(select_simd_level(nullptr, no_i8mm), SimdLevel::NeonDotprod);
+    EXPECT_EQ(select_simd_level("i8mm", no_i8mm), SimdLevel::NeonDotprod);
+    CpuFeatures no_dotprod = arm;
+    no_dotprod.dotprod = false;
+    EXPECT_EQ(select_simd_level(nullptr, no_dotprod), SimdLevel::Neon);
+    EXPECT_EQ(select_simd_level(nullptr, CpuFeatures{}), SimdLevel::Scalar);
+    // x86 flags mean nothing here.
+    CpuFeatures x86;
+    x86.avx2 = x86.fma = x86.f16c = true;
+    EXPECT_EQ(select_simd_level(nullptr, x86), SimdLevel::Scalar);
+#endif
 #if defined(__x86_64__)
-    EXPECT_EQ(select_simd_level(nullptr, all), SimdLevel::Avx2);
+    EXPECT_EQ(select_simd_level(nullptr, all), SimdLevel::Avx512);
     EXPECT_EQ(select_simd_level("avx2", all), SimdLevel::Avx2);
+    EXPECT_EQ(select_simd_level("i8mm", all), SimdLevel::Avx512);  // not this architecture
+    CpuFeatures no_vnni = all;
+    no_vnni.avx512vnni = false;
+    EXPECT_EQ(select_simd_level(nullptr, no_vnni), SimdLevel::Avx2);
     CpuFeatures no_f16c = all;
     no_f16c.f16c = false;
     EXPECT_EQ(select_simd_level(nullptr, no_f16c), SimdLevel::Scalar);
@@ -196,6 +275,23 @@ TEST(SimdKernels, ProcessTableFollowsEnvironment) {
 // re-executed child (threadsafe death-test style), where the table has not
 // been initialised yet.
 TEST(SimdKernels, ScalarOverrideForcesScalarPath) {
+    if (const auto emulator = ::dwell::test::emulator_prefix(); !emulator.empty()) {
+        // Without binfmt_misc the death test's re-execution of this binary
+        // fails; run ProcessTableFollowsEnvironment in a fresh copy through
+        // the emulator instead, which checks the same with the variable set.
+        std::string cmd = "DWELL_CPU_SIMD=scalar";
+        for (const auto& w : emulator) cmd += " '" + w + "'";
+        cmd += " '" + std::filesystem::read_symlink("/proc/self/exe").string() +
+               "' --gtest_filter=SimdKernels.ProcessTableFollowsEnvironment 2>&1";
+        FILE* p = popen(cmd.c_str(), "r");
+        ASSERT_NE(p, nullptr) << cmd;
+        std::string out;
+        std::array<char, 512> buf{};
+        while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+        EXPECT_EQ(pclose(p), 0) << cmd << "\n" << out;
+        EXPECT_NE(out.find("[  PASSED  ] 1 test."), std::string::npos) << cmd << "\n" << out;
+        return;
+    }
     ::testing::FLAGS_gtest_death_test_style = "threadsafe";
     const char* old = std::getenv("DWELL_CPU_SIMD");
     const std::string saved = old ? old : "";

@@ -1,0 +1,44 @@
+// The aarch64 blocked kernels at the dotprod level: SDOT with a broadcast
+// lane multiplies 4 codes of each of the 4 interleaved weight rows by the
+// same 4 activation bytes (layouts and tile loops: gemm_kernel_neon.hpp).
+// This file alone is compiled with +dotprod and -ffp-contract=off (see
+// CMakeLists.txt) and only runs after the CPU probe says so.
+#if defined(__aarch64__)
+
+#include "gemm_kernel_neon.hpp"
+
+namespace dwell::cpu {
+
+namespace {
+
+struct SdotEngine {
+    static constexpr const char* kNames[4] = {"q4_0/neon_dotprod", "q8_0/neon_dotprod",
+                                              "q4_K/neon_dotprod", "q6_K/neon_dotprod"};
+
+    template <int K>
+    static void dot(const int8x16_t* v, const int8_t* const* x, int32x4_t* out) {
+        static_assert(K % 4 == 0);
+        for (int c = 0; c < neon_gemm::kCols; ++c) {
+            int32x4_t acc = vdupq_n_s32(0);
+            for (int q = 0; q < K / 4; ++q) {
+                // Activation bytes 16q..16q+15: group g of them meets v[4q + g].
+                const int8x16_t xv = vld1q_s8(x[c] + 16 * q);
+                acc = vdotq_laneq_s32(acc, v[4 * q + 0], xv, 0);
+                acc = vdotq_laneq_s32(acc, v[4 * q + 1], xv, 1);
+                acc = vdotq_laneq_s32(acc, v[4 * q + 2], xv, 2);
+                acc = vdotq_laneq_s32(acc, v[4 * q + 3], xv, 3);
+            }
+            out[c] = acc;
+        }
+    }
+};
+
+}  // namespace
+
+const GemmKernel* gemm_kernel_neon_dotprod(dwell_dtype t) {
+    return neon_gemm::kernel_for<SdotEngine>(t);
+}
+
+}  // namespace dwell::cpu
+
+#endif  // defined(__aarch64__)

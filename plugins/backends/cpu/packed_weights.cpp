@@ -1,0 +1,96 @@
+#include "packed_weights.hpp"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
+#include "tensor_access.hpp"
+
+namespace dwell::cpu {
+
+void AlignedFree::operator()(void* p) const {
+    std::free(p);
+}
+
+AlignedBytes make_aligned_bytes(size_t n) {
+    const size_t size = std::max<size_t>(64, (n + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, size);
+    if (p == nullptr) throw std::bad_alloc();
+    return AlignedBytes(static_cast<unsigned char*>(p));
+}
+
+namespace {
+
+size_t packed_size(const GemmKernel& kernel, int64_t k, int64_t n) {
+    const int64_t blocks = (n + kernel.rows_per_block - 1) / kernel.rows_per_block;
+    return static_cast<size_t>(blocks) * kernel.block_bytes(k);
+}
+
+// Two ends of the weight's bytes: cheap, and enough to tell two tensors
+// apart in practice (a model's weights do not share their first and last
+// 256 bytes).
+uint64_t fingerprint(const dwell_tensor& w) {
+    const size_t row = dwell_row_bytes(w.dtype, w.ne[0]);
+    const size_t span = std::min<size_t>(256, row);
+    XXH3_state_t state;
+    XXH3_64bits_reset(&state);
+    XXH3_64bits_update(&state, row_at(w, 0), span);
+    XXH3_64bits_update(&state, row_at(w, w.ne[1] - 1) + row - span, span);
+    return XXH3_64bits_digest(&state);
+}
+
+}  // namespace
+
+AlignedBytes pack_weight(const GemmKernel& kernel, const dwell_tensor& w, ThreadPool& pool) {
+    const int64_t k = w.ne[0];
+    const int64_t n = w.ne[1];
+    const int R = kernel.rows_per_block;
+    const size_t block = kernel.block_bytes(k);
+    AlignedBytes out = make_aligned_bytes(packed_size(kernel, k, n));
+    const int64_t blocks = (n + R - 1) / R;
+    pool.parallel_for(blocks, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) {
+            const int nr = static_cast<int>(std::min<int64_t>(R, n - b * R));
+            kernel.pack_block(row_at(w, b * R), static_cast<size_t>(w.nb[1]), nr, k,
+                              out.get() + static_cast<size_t>(b) * block);
+        }
+    });
+    return out;
+}
+
+const unsigned char* PackedWeights::get(const GemmKernel& kernel, const dwell_tensor& w,
+                                        ThreadPool& pool) {
+    const uint64_t fp = fingerprint(w);
+    std::lock_guard lock(mutex_);
+    Entry& e = entries_[{w.data, &kernel}];
+    if (e.data == nullptr || e.k != w.ne[0] || e.n != w.ne[1] || e.fingerprint != fp) {
+        e.data = pack_weight(kernel, w, pool);
+        e.k = w.ne[0];
+        e.n = w.ne[1];
+        e.fingerprint = fp;
+        e.size = packed_size(kernel, e.k, e.n);
+        if (copied_ != nullptr) {
+            const unsigned char* first = row_at(w, 0);
+            const unsigned char* last = row_at(w, w.ne[1] - 1) + dwell_row_bytes(w.dtype, w.ne[0]);
+            copied_(host_, first, static_cast<size_t>(last - first));
+        }
+    }
+    return e.data.get();
+}
+
+size_t PackedWeights::bytes() const {
+    std::lock_guard lock(mutex_);
+    size_t total = 0;
+    for (const auto& [key, e] : entries_) total += e.size;
+    return total;
+}
+
+void PackedWeights::clear() {
+    std::lock_guard lock(mutex_);
+    entries_.clear();
+}
+
+}  // namespace dwell::cpu

@@ -1,0 +1,67 @@
+// Weights repacked into a GemmKernel's layout, made on first use and kept for
+// the life of the backend context. Keyed by the weight's address, kernel and
+// shape, and checked against a hash of the row data's two ends, so a weight
+// buffer freed and reused for another tensor at the same address is packed
+// afresh rather than served stale.
+//
+// Thread-safety: get() may be called from any one thread at a time per
+// tensor; a mutex guards the map. The returned pointer stays valid until the
+// cache is destroyed or clear()ed. Ownership: the cache owns the packed
+// copies; the caller keeps owning the source weights.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "dwell/tensor.h"
+#include "gemm_kernel.hpp"
+#include "thread_pool.hpp"
+
+namespace dwell::cpu {
+
+// 64-byte aligned bytes, freed with std::free.
+struct AlignedFree {
+    void operator()(void* p) const;
+};
+using AlignedBytes = std::unique_ptr<unsigned char[], AlignedFree>;
+AlignedBytes make_aligned_bytes(size_t n);
+
+// Packs all rows of w (a [k, n] weight of kernel.weight's dtype) into
+// kernel's layout: ceil(n / R) blocks of kernel.block_bytes(k) bytes.
+AlignedBytes pack_weight(const GemmKernel& kernel, const dwell_tensor& w, ThreadPool& pool);
+
+class PackedWeights {
+public:
+    // Told the byte range of every weight once it is packed, so the host can
+    // stop holding the original in memory (dwell_host_services.weights_copied).
+    using CopiedFn = void (*)(void* host, const void* data, size_t bytes);
+
+    PackedWeights() = default;
+    PackedWeights(CopiedFn copied, void* host) : copied_(copied), host_(host) {}
+
+    // The packed form of w for kernel, packing it first if needed.
+    const unsigned char* get(const GemmKernel& kernel, const dwell_tensor& w, ThreadPool& pool);
+
+    // Bytes held by packed copies.
+    size_t bytes() const;
+    void clear();
+
+private:
+    struct Entry {
+        int64_t k = 0;
+        int64_t n = 0;
+        uint64_t fingerprint = 0;
+        size_t size = 0;
+        AlignedBytes data;
+    };
+    CopiedFn copied_ = nullptr;
+    void* host_ = nullptr;
+    mutable std::mutex mutex_;
+    std::map<std::pair<const void*, const GemmKernel*>, Entry> entries_;
+};
+
+}  // namespace dwell::cpu

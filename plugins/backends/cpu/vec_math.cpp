@@ -1,0 +1,175 @@
+// Scalar references of the vector math and the level dispatch. This file is
+// compiled with -ffp-contract=off (see CMakeLists.txt): the references must
+// round the same on every architecture, and the SIMD axpy/scale/rope are
+// promised to match them bit for bit.
+#include "vec_math.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "dwell/tensor.h"
+
+namespace dwell::cpu {
+
+namespace {
+
+inline float half_at(const void* x16, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, static_cast<const unsigned char*>(x16) + 2 * i, sizeof h);
+    return dwell_fp16_to_fp32(h);
+}
+
+float dot_f32_scalar(const float* x, const float* y, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += x[i] * y[i];
+    return sum;
+}
+
+float dot_f16_scalar(const void* x16, const float* y, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += half_at(x16, i) * y[i];
+    return sum;
+}
+
+void axpy_f32_scalar(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                     int64_t n) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+        const auto* x =
+            reinterpret_cast<const float*>(static_cast<const unsigned char*>(rows) + j * stride);
+        for (int64_t i = 0; i < n; ++i) y[i] += a[j] * x[i];
+    }
+}
+
+void axpy_f16_scalar(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                     int64_t n) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+        const void* x16 = static_cast<const unsigned char*>(rows) + j * stride;
+        for (int64_t i = 0; i < n; ++i) y[i] += a[j] * half_at(x16, i);
+    }
+}
+
+void round_f16_scalar(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = dwell_fp16_to_fp32(dwell_fp32_to_fp16(x[i]));
+}
+
+void scale_scalar(const float* x, float s, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+}
+
+double sum_squares_scalar(const float* x, int64_t n) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+    return sum;
+}
+
+float max_scalar(const float* x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) m = std::fmax(m, x[i]);
+    return m;
+}
+
+double exp_sum_scalar(const float* x, float shift, float* y, int64_t n) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float e = std::exp(x[i] - shift);
+        y[i] = e;
+        sum += e;
+    }
+    return sum;
+}
+
+inline float silu1(float x) {
+    return x / (1.0f + std::exp(-x));
+}
+
+void silu_scalar(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = silu1(x[i]);
+}
+
+void swiglu_scalar(const float* gate, const float* up, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = silu1(gate[i]) * up[i];
+}
+
+void add_scalar(const float* a, const float* b, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void mul_scalar(const float* a, const float* b, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+void rope_norm_scalar(const float* x, const float* cos, const float* sin, float* y,
+                      int64_t n_pairs) {
+    for (int64_t i = 0; i < n_pairs; ++i) {
+        const float x0 = x[2 * i];
+        const float x1 = x[2 * i + 1];
+        y[2 * i] = x0 * cos[i] - x1 * sin[i];
+        y[2 * i + 1] = x0 * sin[i] + x1 * cos[i];
+    }
+}
+
+void rope_neox_scalar(const float* x, const float* cos, const float* sin, float* y,
+                      int64_t n_pairs) {
+    for (int64_t i = 0; i < n_pairs; ++i) {
+        const float x0 = x[i];
+        const float x1 = x[i + n_pairs];
+        y[i] = x0 * cos[i] - x1 * sin[i];
+        y[i + n_pairs] = x0 * sin[i] + x1 * cos[i];
+    }
+}
+
+}  // namespace
+
+VecKernels vec_kernels_for(SimdLevel level) {
+    VecKernels k{};
+    k.level = SimdLevel::Scalar;
+    k.dot_f32 = dot_f32_scalar;
+    k.dot_f16_f32 = dot_f16_scalar;
+    k.axpy_f32 = axpy_f32_scalar;
+    k.axpy_f16 = axpy_f16_scalar;
+    k.round_f16 = round_f16_scalar;
+    k.scale = scale_scalar;
+    k.sum_squares = sum_squares_scalar;
+    k.max = max_scalar;
+    k.exp_sum = exp_sum_scalar;
+    k.silu = silu_scalar;
+    k.swiglu = swiglu_scalar;
+    k.add = add_scalar;
+    k.mul = mul_scalar;
+    k.rope_norm = rope_norm_scalar;
+    k.rope_neox = rope_neox_scalar;
+#if defined(__x86_64__)
+    if (level == SimdLevel::Avx2 || level == SimdLevel::Avx512) {
+        fill_vec_kernels_avx2(k);
+        k.level = SimdLevel::Avx2;
+    }
+    if (level == SimdLevel::Avx512) {
+        fill_vec_kernels_avx512(k);
+        k.level = SimdLevel::Avx512;
+    }
+#elif defined(__aarch64__)
+    if (level == SimdLevel::Neon || level == SimdLevel::NeonDotprod ||
+        level == SimdLevel::NeonI8mm) {
+        fill_vec_kernels_neon(k);
+        k.level = level;
+    }
+#else
+    (void)level;
+#endif
+    return k;
+}
+
+const VecKernels& vec_kernels() {
+    static const VecKernels kernels =
+        vec_kernels_for(select_simd_level(std::getenv("DWELL_CPU_SIMD"), detect_cpu_features()));
+    return kernels;
+}
+
+void softmax_row(const VecKernels& vk, const float* x, float* y, int64_t n) {
+    const float max = vk.max(x, n);
+    const double sum = vk.exp_sum(x, max, y, n);
+    vk.scale(y, static_cast<float>(1.0 / sum), y, n);
+}
+
+}  // namespace dwell::cpu

@@ -1,0 +1,100 @@
+// Vector math for the non-matmul ops (norms, RoPE, attention, softmax,
+// activations, elementwise), chosen once per process like dot_kernels():
+// scalar references in vec_math.cpp, SIMD versions in vec_math_avx2.cpp,
+// vec_math_avx512.cpp (x86-64) and vec_math_neon.cpp (aarch64), each compiled
+// with its own target flags and -ffp-contract=off.
+//
+// Results contract, per entry, relative to the scalar table:
+//   - axpy_*, scale, add, mul, round_f16, rope_*: bit-identical (the same
+//     single-rounded operations, only done several lanes at a time);
+//   - dot_*: float products summed in another order (error bounded by
+//     n * eps * sum |x*y|, as for any float dot);
+//   - sum_squares, exp_sum's sum: float terms summed in double in another
+//     order, so they agree to double rounding;
+//   - max: exact (order does not matter), NaN aside;
+//   - exp_sum's values, silu, swiglu: SIMD levels use their own expf, whose
+//     error is at most 2 ulp (see vec_math_exp.hpp), where the scalar table
+//     uses the C library's.
+// All entries accept any n >= 0; f32 arrays need only 4-byte alignment and
+// f16 arrays (raw IEEE half bits) none, since cache rows are read in place.
+//
+// Thread-safety: vec_kernels() initialises once and is immutable afterwards;
+// every entry is a pure function of its arguments. Ownership: callers own
+// every buffer.
+#pragma once
+
+#include <cstdint>
+
+#include "simd_dots.hpp"
+
+namespace dwell::cpu {
+
+// A plain aggregate without member initialisers, so the SIMD translation
+// units that fill it emit no inline constructor compiled with their flags.
+struct VecKernels {
+    SimdLevel level;
+    // sum x[i] * y[i].
+    float (*dot_f32)(const float* x, const float* y, int64_t n);
+    // sum f16(x16[i]) * y[i], x16 holding IEEE half bits.
+    float (*dot_f16_f32)(const void* x16, const float* y, int64_t n);
+    // y[i] += a[j] * row_j[i] for j = 0 .. n_rows-1 in order, a multiply
+    // then an add each (never fused), row_j starting stride bytes after
+    // row_{j-1}: one axpy per row, but with y held in registers across rows
+    // (attention's weighted sum of value rows).
+    void (*axpy_f32)(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                     int64_t n);
+    void (*axpy_f16)(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                     int64_t n);
+    // y[i] = x[i] rounded to the nearest half (ties to even) and back; y may
+    // be x.
+    void (*round_f16)(const float* x, float* y, int64_t n);
+    // y[i] = x[i] * s; y may be x.
+    void (*scale)(const float* x, float s, float* y, int64_t n);
+    // sum double(x[i] * x[i]), the squares rounded to float first as ggml's
+    // RMS norm does.
+    double (*sum_squares)(const float* x, int64_t n);
+    // max x[i]; -inf when n == 0.
+    float (*max)(const float* x, int64_t n);
+    // y[i] = exp(x[i] - shift), returning sum double(y[i]); y may be x.
+    double (*exp_sum)(const float* x, float shift, float* y, int64_t n);
+    // y[i] = x[i] / (1 + exp(-x[i])); y may be x.
+    void (*silu)(const float* x, float* y, int64_t n);
+    // y[i] = silu(gate[i]) * up[i]; y may be gate or up.
+    void (*swiglu)(const float* gate, const float* up, float* y, int64_t n);
+    // y[i] = a[i] + b[i], y[i] = a[i] * b[i]; y may be a or b.
+    void (*add)(const float* a, const float* b, float* y, int64_t n);
+    void (*mul)(const float* a, const float* b, float* y, int64_t n);
+    // Rotates pairs by angles with the given cosines and sines:
+    //   (y0, y1) = (x0 * c - x1 * s, x0 * s + x1 * c),
+    // pair i being (x[2i], x[2i+1]) for rope_norm and (x[i], x[i + n_pairs])
+    // for rope_neox. y may be x.
+    void (*rope_norm)(const float* x, const float* cos, const float* sin, float* y,
+                      int64_t n_pairs);
+    void (*rope_neox)(const float* x, const float* cos, const float* sin, float* y,
+                      int64_t n_pairs);
+};
+
+// The table for a level, which must be supported by this CPU (levels without
+// their own version of an entry use the next lower level's).
+VecKernels vec_kernels_for(SimdLevel level);
+
+// The process-wide table, at the level dot_kernels() picks (the same
+// select_simd_level(getenv("DWELL_CPU_SIMD"), detect_cpu_features())).
+const VecKernels& vec_kernels();
+
+// y = softmax(x) over n values with the table's max, exp_sum and scale; x
+// and y may be the same array. With the scalar table this rounds exactly as
+// softmax_row in activation_math.hpp.
+void softmax_row(const VecKernels& vk, const float* x, float* y, int64_t n);
+
+// Fill in the entries a SIMD level provides (the table already holds the
+// lower levels').
+#if defined(__x86_64__)
+void fill_vec_kernels_avx2(VecKernels& k);
+void fill_vec_kernels_avx512(VecKernels& k);
+#endif
+#if defined(__aarch64__)
+void fill_vec_kernels_neon(VecKernels& k);
+#endif
+
+}  // namespace dwell::cpu

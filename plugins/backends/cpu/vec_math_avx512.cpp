@@ -1,0 +1,284 @@
+// AVX-512 (F, BW, VL) vector math for the bandwidth- and exp-bound entries;
+// the rest keep their AVX2 versions. Compiled alone with the AVX-512 flags
+// and -ffp-contract=off (see CMakeLists.txt). Tails use masked loads and
+// stores, which never touch memory outside the arrays. The expf runs the
+// same operations as the AVX2 one, so both round identically.
+#if defined(__x86_64__)
+
+// GCC 12's AVX-512 intrinsics read a self-initialised "undefined" vector and
+// trip -W(maybe-)uninitialized where they are inlined (GCC bug 105593, fixed
+// in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "vec_math.hpp"
+#include "vec_math_exp.hpp"
+
+namespace dwell::cpu {
+
+namespace {
+
+inline __mmask16 tail_mask(int64_t m) {
+    return static_cast<__mmask16>((1u << m) - 1u);
+}
+
+inline __m512 load_f16x16(const unsigned char* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+inline __m512 maskz_load_f16x16(__mmask16 m, const unsigned char* p) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+inline __m512d add_widened(__m512d acc, __m512 v) {
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    return _mm512_add_pd(acc, _mm512_cvtps_pd(hi));
+}
+
+inline __m512 exp16(__m512 x) {
+    using namespace vexp;
+    x = _mm512_max_ps(_mm512_set1_ps(kExpMin), _mm512_min_ps(_mm512_set1_ps(kExpMax), x));
+    const __m512 kf = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(kf, _mm512_set1_ps(kLn2Hi), x);
+    r = _mm512_fnmadd_ps(kf, _mm512_set1_ps(kLn2Lo), r);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(kC7), r, _mm512_set1_ps(kC6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC2));
+    const __m512 e =
+        _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    const __m512i k = _mm512_cvtps_epi32(kf);
+    const __m512i k1 = _mm512_srai_epi32(k, 1);
+    const __m512i k2 = _mm512_sub_epi32(k, k1);
+    const __m512i bias = _mm512_set1_epi32(127);
+    const __m512 f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k1, bias), 23));
+    const __m512 f2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k2, bias), 23));
+    return _mm512_mul_ps(_mm512_mul_ps(e, f1), f2);
+}
+
+inline __m512 silu16(__m512 x) {
+    const __m512 neg = _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(neg)));
+}
+
+float dot_f32_avx512(const float* x, const float* y, int64_t n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+    }
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+    }
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i), a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+float dot_f16_avx512(const void* x16, const float* y, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(x16);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm512_fmadd_ps(load_f16x16(p + 2 * i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(load_f16x16(p + 2 * i + 32), _mm512_loadu_ps(y + i + 16), a1);
+    }
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm512_fmadd_ps(load_f16x16(p + 2 * i), _mm512_loadu_ps(y + i), a0);
+    }
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        a1 = _mm512_fmadd_ps(maskz_load_f16x16(m, p + 2 * i), _mm512_maskz_loadu_ps(m, y + i), a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+inline __m512 maskz_load_f32x16(__mmask16 m, const unsigned char* p) {
+    return _mm512_maskz_loadu_ps(m, p);
+}
+
+// Columns in blocks of 64 (four accumulators held across all rows), then of
+// 16, the last one masked; every element still sees the rows in order.
+template <__m512 (*MaskzLoad16)(__mmask16, const unsigned char*), int Elem>
+void axpy_rows_avx512(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                      int64_t n) {
+    const auto* base = static_cast<const unsigned char*>(rows);
+    const __mmask16 all = 0xFFFF;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);
+        __m512 y2 = _mm512_loadu_ps(y + i + 32), y3 = _mm512_loadu_ps(y + i + 48);
+        for (int64_t j = 0; j < n_rows; ++j) {
+            const unsigned char* r = base + j * stride + Elem * i;
+            const __m512 w = _mm512_set1_ps(a[j]);
+            y0 = _mm512_add_ps(y0, _mm512_mul_ps(w, MaskzLoad16(all, r)));
+            y1 = _mm512_add_ps(y1, _mm512_mul_ps(w, MaskzLoad16(all, r + 16 * Elem)));
+            y2 = _mm512_add_ps(y2, _mm512_mul_ps(w, MaskzLoad16(all, r + 32 * Elem)));
+            y3 = _mm512_add_ps(y3, _mm512_mul_ps(w, MaskzLoad16(all, r + 48 * Elem)));
+        }
+        _mm512_storeu_ps(y + i, y0);
+        _mm512_storeu_ps(y + i + 16, y1);
+        _mm512_storeu_ps(y + i + 32, y2);
+        _mm512_storeu_ps(y + i + 48, y3);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? all : tail_mask(n - i);
+        __m512 y0 = _mm512_maskz_loadu_ps(m, y + i);
+        for (int64_t j = 0; j < n_rows; ++j) {
+            const __m512 x = MaskzLoad16(m, base + j * stride + Elem * i);
+            y0 = _mm512_add_ps(y0, _mm512_mul_ps(_mm512_set1_ps(a[j]), x));
+        }
+        _mm512_mask_storeu_ps(y + i, m, y0);
+    }
+}
+
+void axpy_f32_avx512(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                     int64_t n) {
+    axpy_rows_avx512<maskz_load_f32x16, 4>(a, rows, stride, n_rows, y, n);
+}
+
+void axpy_f16_avx512(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                     int64_t n) {
+    axpy_rows_avx512<maskz_load_f16x16, 2>(a, rows, stride, n_rows, y, n);
+}
+
+void scale_avx512(const float* x, float s, float* y, int64_t n) {
+    const __m512 vs = _mm512_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), vs));
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs));
+    }
+}
+
+double sum_squares_avx512(const float* x, int64_t n) {
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 v0 = _mm512_loadu_ps(x + i);
+        const __m512 v1 = _mm512_loadu_ps(x + i + 16);
+        a0 = add_widened(a0, _mm512_mul_ps(v0, v0));
+        a1 = add_widened(a1, _mm512_mul_ps(v1, v1));
+    }
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        a0 = add_widened(a0, _mm512_mul_ps(v, v));
+    }
+    if (i < n) {
+        const __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
+        a1 = add_widened(a1, _mm512_mul_ps(v, v));
+    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+}
+
+float max_avx512(const float* x, int64_t n) {
+    __m512 m0 = _mm512_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    if (i < n) m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(m0, tail_mask(n - i), x + i));
+    return _mm512_reduce_max_ps(m0);
+}
+
+double exp_sum_avx512(const float* x, float shift, float* y, int64_t n) {
+    const __m512 vs = _mm512_set1_ps(shift);
+    __m512d acc = _mm512_setzero_pd();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
+        _mm512_storeu_ps(y + i, e);
+        acc = add_widened(acc, e);
+    }
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        // Lanes past the end would hold exp(-shift), not 0: zero them.
+        const __m512 e =
+            _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vs)));
+        _mm512_mask_storeu_ps(y + i, m, e);
+        acc = add_widened(acc, e);
+    }
+    return _mm512_reduce_add_pd(acc);
+}
+
+void silu_avx512(const float* x, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, silu16(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, silu16(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
+void swiglu_avx512(const float* gate, const float* up, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(y + i,
+                         _mm512_mul_ps(silu16(_mm512_loadu_ps(gate + i)), _mm512_loadu_ps(up + i)));
+    }
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        const __m512 v = _mm512_mul_ps(silu16(_mm512_maskz_loadu_ps(m, gate + i)),
+                                       _mm512_maskz_loadu_ps(m, up + i));
+        _mm512_mask_storeu_ps(y + i, m, v);
+    }
+}
+
+void add_avx512(const float* a, const float* b, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+    }
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(
+            y + i, m,
+            _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+    }
+}
+
+void mul_avx512(const float* a, const float* b, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+    }
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(
+            y + i, m,
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+    }
+}
+
+}  // namespace
+
+void fill_vec_kernels_avx512(VecKernels& k) {
+    k.dot_f32 = dot_f32_avx512;
+    k.dot_f16_f32 = dot_f16_avx512;
+    k.axpy_f32 = axpy_f32_avx512;
+    k.axpy_f16 = axpy_f16_avx512;
+    k.scale = scale_avx512;
+    k.sum_squares = sum_squares_avx512;
+    k.max = max_avx512;
+    k.exp_sum = exp_sum_avx512;
+    k.silu = silu_avx512;
+    k.swiglu = swiglu_avx512;
+    k.add = add_avx512;
+    k.mul = mul_avx512;
+}
+
+}  // namespace dwell::cpu
+
+#endif  // __x86_64__
