@@ -12,13 +12,14 @@ namespace dwell::cpu {
 namespace {
 
 struct SdotEngine {
-    static constexpr const char* kNames[4] = {"q4_0/neon_dotprod", "q8_0/neon_dotprod",
-                                              "q4_K/neon_dotprod", "q6_K/neon_dotprod"};
+    static constexpr const char* kNames[8] = {
+        "q4_0/neon_dotprod", "q8_0/neon_dotprod", "q4_K/neon_dotprod", "q6_K/neon_dotprod",
+        "q5_0/neon_dotprod", "q4_1/neon_dotprod", "q5_1/neon_dotprod", "q5_K/neon_dotprod"};
 
-    template <int K>
+    template <int K, int NC>
     static void dot(const int8x16_t* v, const int8_t* const* x, int32x4_t* out) {
-        static_assert(K % 4 == 0);
-        for (int c = 0; c < neon_gemm::kCols; ++c) {
+        static_assert(K % 4 == 0 && NC <= neon_gemm::kCols);
+        for (int c = 0; c < NC; ++c) {
             int32x4_t acc = vdupq_n_s32(0);
             for (int q = 0; q < K / 4; ++q) {
                 // Activation bytes 16q..16q+15: group g of them meets v[4q + g].

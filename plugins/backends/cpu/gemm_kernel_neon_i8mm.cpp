@@ -15,18 +15,21 @@ namespace dwell::cpu {
 namespace {
 
 struct SmmlaEngine {
-    static constexpr const char* kNames[4] = {"q4_0/neon_i8mm", "q8_0/neon_i8mm", "q4_K/neon_i8mm",
-                                              "q6_K/neon_i8mm"};
+    static constexpr const char* kNames[8] = {"q4_0/neon_i8mm", "q8_0/neon_i8mm", "q4_K/neon_i8mm",
+                                              "q6_K/neon_i8mm", "q5_0/neon_i8mm", "q4_1/neon_i8mm",
+                                              "q5_1/neon_i8mm", "q5_K/neon_i8mm"};
 
-    template <int K>
+    template <int K, int NC>
     static void dot(const int8x16_t* v, const int8_t* const* x, int32x4_t* out) {
-        static_assert(K % 4 == 0 && neon_gemm::kCols % 2 == 0);
-        for (int c = 0; c < neon_gemm::kCols; c += 2) {
+        static_assert(K % 4 == 0 && NC <= neon_gemm::kCols);
+        for (int c = 0; c < NC; c += 2) {
+            // An odd last column pairs with itself; its twin is dropped.
+            const int8_t* x_second = c + 1 < NC ? x[c + 1] : x[c];
             // Lanes [r0c0, r0c1, r1c0, r1c1] for rows 0-1 and for rows 2-3.
             int32x4_t acc01 = vdupq_n_s32(0), acc23 = vdupq_n_s32(0);
             for (int q = 0; q < K / 4; ++q) {
                 const int64x2_t x0 = vreinterpretq_s64_s8(vld1q_s8(x[c] + 16 * q));
-                const int64x2_t x1 = vreinterpretq_s64_s8(vld1q_s8(x[c + 1] + 16 * q));
+                const int64x2_t x1 = vreinterpretq_s64_s8(vld1q_s8(x_second + 16 * q));
                 // Activation bytes 16q..16q+7, then 16q+8..16q+15, of both columns.
                 const int8x16_t xs[2] = {vreinterpretq_s8_s64(vzip1q_s64(x0, x1)),
                                          vreinterpretq_s8_s64(vzip2q_s64(x0, x1))};
@@ -42,7 +45,7 @@ struct SmmlaEngine {
             }
             // Back to one vector of rows 0..3 per column.
             out[c] = vuzp1q_s32(acc01, acc23);
-            out[c + 1] = vuzp2q_s32(acc01, acc23);
+            if (c + 1 < NC) out[c + 1] = vuzp2q_s32(acc01, acc23);
         }
     }
 };

@@ -34,9 +34,8 @@ bool has_avx2(const CpuFeatures& f) {
 }
 #endif
 
-constexpr SimdLevel kAllLevels[] = {SimdLevel::Scalar,      SimdLevel::Avx2,
-                                    SimdLevel::Avx512,      SimdLevel::Neon,
-                                    SimdLevel::NeonDotprod, SimdLevel::NeonI8mm};
+constexpr SimdLevel kAllLevels[] = {SimdLevel::Scalar, SimdLevel::Avx2,        SimdLevel::Avx512,
+                                    SimdLevel::Neon,   SimdLevel::NeonDotprod, SimdLevel::NeonI8mm};
 
 }  // namespace
 
@@ -83,7 +82,9 @@ SimdLevel select_simd_level(const char* env, const CpuFeatures& f) {
 DotKernels dot_kernels_for(SimdLevel level) {
     DotKernels k;
     k.level = SimdLevel::Scalar;
+    k.f32_f32 = dot_f32_f32_scalar;
     k.f16_f32 = dot_f16_f32_scalar;
+    k.bf16_f32 = dot_bf16_f32_scalar;
     k.q8_0_f32 = dot_q8_0_f32_scalar;
     k.q4_0_f32 = dot_q4_0_f32_scalar;
     k.q4_K_q8_K = dot_q4_K_q8_K_scalar;
@@ -91,7 +92,9 @@ DotKernels dot_kernels_for(SimdLevel level) {
 #if defined(__x86_64__)
     if (level == SimdLevel::Avx2 || level == SimdLevel::Avx512) {
         k.level = level;
+        k.f32_f32 = dot_f32_f32_avx2;
         k.f16_f32 = dot_f16_f32_avx2;
+        k.bf16_f32 = dot_bf16_f32_avx2;
         k.q8_0_f32 = dot_q8_0_f32_avx2;
         k.q4_0_f32 = dot_q4_0_f32_avx2;
         k.q4_K_q8_K = dot_q4_K_q8_K_avx2;
@@ -101,7 +104,9 @@ DotKernels dot_kernels_for(SimdLevel level) {
     if (level == SimdLevel::Neon || level == SimdLevel::NeonDotprod ||
         level == SimdLevel::NeonI8mm) {
         k.level = level;
+        k.f32_f32 = dot_f32_f32_neon;
         k.f16_f32 = dot_f16_f32_neon;
+        k.bf16_f32 = dot_bf16_f32_neon;
         k.q8_0_f32 = dot_q8_0_f32_neon;
         k.q4_0_f32 = dot_q4_0_f32_neon;
         // The f32-activation dots gain nothing from SDOT; the integer K-quant

@@ -40,7 +40,9 @@ using DotQ8KFn = float (*)(const void* row, const ActBlockQ8_K* x, int64_t n);
 
 struct DotKernels {
     SimdLevel level = SimdLevel::Scalar;
+    DotF32Fn f32_f32 = nullptr;
     DotF32Fn f16_f32 = nullptr;
+    DotF32Fn bf16_f32 = nullptr;
     DotF32Fn q8_0_f32 = nullptr;
     DotF32Fn q4_0_f32 = nullptr;
     DotQ8KFn q4_K_q8_K = nullptr;
@@ -63,7 +65,9 @@ DotKernels dot_kernels_for(SimdLevel level);
 const DotKernels& dot_kernels();
 
 // Scalar references (weight_rows.cpp / integer_dot.cpp).
+float dot_f32_f32_scalar(const void* row, const float* x, int64_t n);
 float dot_f16_f32_scalar(const void* row, const float* x, int64_t n);
+float dot_bf16_f32_scalar(const void* row, const float* x, int64_t n);
 float dot_q8_0_f32_scalar(const void* row, const float* x, int64_t n);
 float dot_q4_0_f32_scalar(const void* row, const float* x, int64_t n);
 float dot_q4_K_q8_K_scalar(const void* row, const ActBlockQ8_K* x, int64_t n);
@@ -71,7 +75,9 @@ float dot_q6_K_q8_K_scalar(const void* row, const ActBlockQ8_K* x, int64_t n);
 
 #if defined(__x86_64__)
 // simd_dots_avx2.cpp: need AVX2, FMA and F16C.
+float dot_f32_f32_avx2(const void* row, const float* x, int64_t n);
 float dot_f16_f32_avx2(const void* row, const float* x, int64_t n);
+float dot_bf16_f32_avx2(const void* row, const float* x, int64_t n);
 float dot_q8_0_f32_avx2(const void* row, const float* x, int64_t n);
 float dot_q4_0_f32_avx2(const void* row, const float* x, int64_t n);
 float dot_q4_K_q8_K_avx2(const void* row, const ActBlockQ8_K* x, int64_t n);

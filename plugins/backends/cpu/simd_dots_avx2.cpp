@@ -44,6 +44,46 @@ inline __m256 i8x8_to_ps(__m128i v) {
 
 }  // namespace
 
+// F32 and BF16 rows: four accumulators of eight lanes hide the FMA latency.
+float dot_f32_f32_avx2(const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int j = 0; j < 4; ++j) {
+            const __m256 w = _mm256_loadu_ps(reinterpret_cast<const float*>(p + 4 * (i + 8 * j)));
+            acc[j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + i + 8 * j), acc[j]);
+        }
+    }
+    float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; ++i) {
+        float w;
+        std::memcpy(&w, p + 4 * i, sizeof w);
+        sum += w * x[i];
+    }
+    return sum;
+}
+
+float dot_bf16_f32_avx2(const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i));
+        // bf16 is the top half of an f32: widen each half by a 16-bit shift.
+        const __m256 w0 = _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16));
+        const __m256 w1 = _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16));
+        acc0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float sum = hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; ++i) sum += dwell_bf16_to_fp32(dwell_load_u16le(p + 2 * i)) * x[i];
+    return sum;
+}
+
 float dot_f16_f32_avx2(const void* row, const float* x, int64_t n) {
     const auto* p = static_cast<const unsigned char*>(row);
     // Two accumulators hide the FMA latency.

@@ -36,6 +36,51 @@ float32x4_t fma_i8x16(float32x4_t acc, int8x16_t q, const float* x) {
 
 }  // namespace
 
+// F32 and BF16 rows: four accumulators of four lanes, like the F16 dot.
+float dot_f32_f32_neon(const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
+                          vdupq_n_f32(0.0f)};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int j = 0; j < 4; ++j) {
+            // Byte loads: a mapped row need not be 4-byte aligned.
+            const float32x4_t w = vreinterpretq_f32_u8(vld1q_u8(p + 4 * (i + 4 * j)));
+            acc[j] = vfmaq_f32(acc[j], w, vld1q_f32(x + i + 4 * j));
+        }
+    }
+    float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+    for (; i < n; ++i) {
+        float w;
+        std::memcpy(&w, p + 4 * i, sizeof w);
+        sum += w * x[i];
+    }
+    return sum;
+}
+
+float dot_bf16_f32_neon(const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
+                          vdupq_n_f32(0.0f)};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const uint16x8_t h0 = vreinterpretq_u16_u8(vld1q_u8(p + 2 * i));
+        const uint16x8_t h1 = vreinterpretq_u16_u8(vld1q_u8(p + 2 * i + 16));
+        // bf16 is the top half of an f32: widen by a 16-bit shift.
+        acc[0] = vfmaq_f32(acc[0], vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h0), 16)),
+                           vld1q_f32(x + i));
+        acc[1] = vfmaq_f32(acc[1], vreinterpretq_f32_u32(vshll_high_n_u16(h0, 16)),
+                           vld1q_f32(x + i + 4));
+        acc[2] = vfmaq_f32(acc[2], vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h1), 16)),
+                           vld1q_f32(x + i + 8));
+        acc[3] = vfmaq_f32(acc[3], vreinterpretq_f32_u32(vshll_high_n_u16(h1, 16)),
+                           vld1q_f32(x + i + 12));
+    }
+    float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+    for (; i < n; ++i) sum += dwell_bf16_to_fp32(dwell_load_u16le(p + 2 * i)) * x[i];
+    return sum;
+}
+
 float dot_f16_f32_neon(const void* row, const float* x, int64_t n) {
     const auto* p = static_cast<const unsigned char*>(row);
     // Four accumulators hide the FMA latency.

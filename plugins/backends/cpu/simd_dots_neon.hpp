@@ -22,7 +22,9 @@
 namespace dwell::cpu {
 
 // simd_dots_neon.cpp: Advanced SIMD only.
+float dot_f32_f32_neon(const void* row, const float* x, int64_t n);
 float dot_f16_f32_neon(const void* row, const float* x, int64_t n);
+float dot_bf16_f32_neon(const void* row, const float* x, int64_t n);
 float dot_q8_0_f32_neon(const void* row, const float* x, int64_t n);
 float dot_q4_0_f32_neon(const void* row, const float* x, int64_t n);
 float dot_q4_K_q8_K_neon(const void* row, const ActBlockQ8_K* x, int64_t n);

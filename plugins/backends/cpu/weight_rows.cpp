@@ -180,6 +180,20 @@ float dot_q8_0_f32_scalar(const void* row, const float* x, int64_t n) {
     return sum;
 }
 
+float dot_f32_f32_scalar(const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += load_f32(p + 4 * i) * x[i];
+    return sum;
+}
+
+float dot_bf16_f32_scalar(const void* row, const float* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += dwell_bf16_to_fp32(load_u16(p + 2 * i)) * x[i];
+    return sum;
+}
+
 float dot_q4_0_f32_scalar(const void* row, const float* x, int64_t n) {
     const auto* p = static_cast<const unsigned char*>(row);
     float sum = 0.0f;
@@ -199,16 +213,13 @@ float dot_q4_0_f32_scalar(const void* row, const float* x, int64_t n) {
 
 float dot_row(dwell_dtype t, const void* row, const float* x, int64_t n) {
     const auto* p = static_cast<const unsigned char*>(row);
-    float sum = 0.0f;
     switch (t) {
         case DWELL_F32:
-            for (int64_t i = 0; i < n; ++i) sum += load_f32(p + 4 * i) * x[i];
-            return sum;
+            return dot_kernels().f32_f32(p, x, n);
         case DWELL_F16:
             return dot_kernels().f16_f32(p, x, n);
         case DWELL_BF16:
-            for (int64_t i = 0; i < n; ++i) sum += dwell_bf16_to_fp32(load_u16(p + 2 * i)) * x[i];
-            return sum;
+            return dot_kernels().bf16_f32(p, x, n);
         case DWELL_Q8_0:
             return dot_kernels().q8_0_f32(p, x, n);
         case DWELL_Q4_0:

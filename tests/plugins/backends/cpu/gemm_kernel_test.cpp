@@ -290,17 +290,46 @@ std::vector<uint8_t> one_hot_rows(dwell_dtype t, int64_t k, const std::vector<in
                            : static_cast<uint8_t>(0x90 | (q & 0x0f));
                 break;
             }
-            case DWELL_Q4_K: {
+            case DWELL_Q4_1:
+            case DWELL_Q5_1: {
+                // Step 1, offset 0, every code 0 but the hot one (1).
+                const bool five = t == DWELL_Q5_1;
+                const size_t bb = five ? sizeof(dwell_block_q5_1) : sizeof(dwell_block_q4_1);
+                const size_t qs =
+                    five ? offsetof(dwell_block_q5_1, qs) : offsetof(dwell_block_q4_1, qs);
+                for (int64_t b = 0; b < k / 32; ++b) put16(row + bb * b, one);
+                const int j = static_cast<int>(i % 32);
+                row[bb * (i / 32) + qs + j % 16] = j < 16 ? 0x01 : 0x10;
+                break;
+            }
+            case DWELL_Q5_0: {
+                // Every code 16 (value 0: fifth bit set), the hot one 17.
+                for (int64_t b = 0; b < k / 32; ++b) {
+                    uint8_t* blk = row + sizeof(dwell_block_q5_0) * b;
+                    put16(blk, one);
+                    std::memset(blk + offsetof(dwell_block_q5_0, qh), 0xff, 4);
+                }
+                const int j = static_cast<int>(i % 32);
+                row[sizeof(dwell_block_q5_0) * (i / 32) + offsetof(dwell_block_q5_0, qs) + j % 16] =
+                    j < 16 ? 0x01 : 0x10;
+                break;
+            }
+            case DWELL_Q4_K:
+            case DWELL_Q5_K: {
+                // Scales 1, mins 0, every code 0 but the hot one (1); Q5_K's
+                // fifth bits stay 0.
+                const bool five = t == DWELL_Q5_K;
+                const size_t bb = five ? sizeof(dwell_block_q5_K) : sizeof(dwell_block_q4_K);
+                const size_t qs_at =
+                    five ? offsetof(dwell_block_q5_K, qs) : offsetof(dwell_block_q4_K, qs);
                 for (int64_t b = 0; b < k / 256; ++b) {
-                    uint8_t* blk = row + sizeof(dwell_block_q4_K) * b;
-                    put16(blk + offsetof(dwell_block_q4_K, d), one);
-                    put16(blk + offsetof(dwell_block_q4_K, dmin), 0);
-                    uint8_t* sc = blk + offsetof(dwell_block_q4_K, scales);
+                    uint8_t* blk = row + bb * b;
+                    put16(blk, one);  // d first, then dmin (0) in both formats
+                    uint8_t* sc = blk + 4;
                     for (int j = 0; j < 4; ++j) sc[j] = 1;      // scales 0..3
                     for (int j = 8; j < 12; ++j) sc[j] = 0x01;  // scales 4..7, mins 0
                 }
-                uint8_t* qs =
-                    row + sizeof(dwell_block_q4_K) * (i / 256) + offsetof(dwell_block_q4_K, qs);
+                uint8_t* qs = row + bb * (i / 256) + qs_at;
                 const int e = static_cast<int>(i % 256);
                 const int p = e / 64, l = e % 64;
                 qs[32 * p + l % 32] = l < 32 ? 0x01 : 0x10;
@@ -331,10 +360,8 @@ std::vector<uint8_t> one_hot_rows(dwell_dtype t, int64_t k, const std::vector<in
 
 TEST_P(GemmKernelTest, QuantizeActRoundsLikeGgml) {
     const dwell_dtype t = GetParam().dtype;
-    if (t != DWELL_Q4_0 && t != DWELL_Q8_0 && t != DWELL_Q4_K && t != DWELL_Q6_K) {
-        GTEST_SKIP() << "covered through the dtypes sharing its activation format";
-    }
     const bool q8_K = ggml_activation_format(t) == ActFormat::Q8_K;
+    const bool q8_1 = ggml_activation_format(t) == ActFormat::Q8_1;
     const int64_t block = q8_K ? DWELL_QK_K : DWELL_QK8_0;
     const int64_t k = 2 * block;
     const int R = kernel_->rows_per_block;
@@ -359,6 +386,14 @@ TEST_P(GemmKernelTest, QuantizeActRoundsLikeGgml) {
             for (int64_t i = 0; i < k; ++i) {
                 want[size_t(c * k + i)] = static_cast<float>(ref[size_t(i / block)].qs[i % block]) *
                                           ref[size_t(i / block)].d;
+            }
+        } else if (q8_1) {
+            std::vector<ActBlockQ8_1> ref(static_cast<size_t>(k / block));
+            quantize_act_q8_1(x.data() + c * k, ref.data(), k);
+            for (int64_t i = 0; i < k; ++i) {
+                const auto& b = ref[size_t(i / block)];
+                want[size_t(c * k + i)] =
+                    static_cast<float>(b.qs[i % block]) * dwell_fp16_to_fp32(b.d);
             }
         } else {
             std::vector<dwell_block_q8_0> ref(static_cast<size_t>(k / block));

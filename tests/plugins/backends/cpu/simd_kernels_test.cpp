@@ -71,7 +71,8 @@ void check_f32_dot(SimdLevel level, dwell_dtype t, int64_t block, DotF32Fn DotKe
     uint32_t seed = 1;
     for (int64_t blocks : kBlockCounts) {
         for (int64_t extra : {int64_t{0}, int64_t{5}}) {
-            if (extra != 0 && t != DWELL_F16) continue;
+            // Element formats also meet lengths that leave a scalar tail.
+            if (extra != 0 && t != DWELL_F16 && t != DWELL_F32 && t != DWELL_BF16) continue;
             const int64_t n = blocks * block + extra;
             const auto bytes = random_weight_rows(t, n, 1, seed++);
             const auto x = random_floats(static_cast<size_t>(n), seed++);
@@ -115,6 +116,14 @@ void check_q8_K_dot(SimdLevel level, dwell_dtype t, DotQ8KFn DotKernels::*fn) {
 
 TEST(SimdKernels, Avx2F16) {
     check_f32_dot(SimdLevel::Avx2, DWELL_F16, 32, &DotKernels::f16_f32);
+}
+
+TEST(SimdKernels, Avx2F32) {
+    check_f32_dot(SimdLevel::Avx2, DWELL_F32, 32, &DotKernels::f32_f32);
+}
+
+TEST(SimdKernels, Avx2BF16) {
+    check_f32_dot(SimdLevel::Avx2, DWELL_BF16, 32, &DotKernels::bf16_f32);
 }
 
 TEST(SimdKernels, Avx2Q8_0) {
@@ -171,6 +180,14 @@ class NeonLevels : public ::testing::TestWithParam<SimdLevel> {};
 
 TEST_P(NeonLevels, F16) {
     check_f32_dot(GetParam(), DWELL_F16, 32, &DotKernels::f16_f32);
+}
+
+TEST_P(NeonLevels, F32) {
+    check_f32_dot(GetParam(), DWELL_F32, 32, &DotKernels::f32_f32);
+}
+
+TEST_P(NeonLevels, BF16) {
+    check_f32_dot(GetParam(), DWELL_BF16, 32, &DotKernels::bf16_f32);
 }
 
 TEST_P(NeonLevels, Q8_0) {
