@@ -18,19 +18,7 @@ struct SdotEngine {
 
     template <int K, int NC>
     static void dot(const int8x16_t* v, const int8_t* const* x, int32x4_t* out) {
-        static_assert(K % 4 == 0 && NC <= neon_gemm::kCols);
-        for (int c = 0; c < NC; ++c) {
-            int32x4_t acc = vdupq_n_s32(0);
-            for (int q = 0; q < K / 4; ++q) {
-                // Activation bytes 16q..16q+15: group g of them meets v[4q + g].
-                const int8x16_t xv = vld1q_s8(x[c] + 16 * q);
-                acc = vdotq_laneq_s32(acc, v[4 * q + 0], xv, 0);
-                acc = vdotq_laneq_s32(acc, v[4 * q + 1], xv, 1);
-                acc = vdotq_laneq_s32(acc, v[4 * q + 2], xv, 2);
-                acc = vdotq_laneq_s32(acc, v[4 * q + 3], xv, 3);
-            }
-            out[c] = acc;
-        }
+        neon_gemm::sdot_columns<K, NC>(v, x, out);
     }
 };
 

@@ -1,7 +1,7 @@
 // The aarch64 blocked kernels' shared parts: packed weight layouts, the
 // activation layouts and the tile loops, generic over the int8 engine that
-// multiplies them (SDOT in gemm_kernel_neon.cpp, SMMLA in
-// gemm_kernel_neon_i8mm.cpp).
+// multiplies them (SDOT for gemm_kernel_neon.cpp, SMMLA for
+// gemm_kernel_neon_i8mm.cpp, which also uses SDOT for a single column).
 //
 // Weight layout: blocks of 4 rows. Within a block, per ggml block of k
 // (32 or 256 values), the row scales as floats, then the codes as 16-byte
@@ -345,6 +345,28 @@ int32x4_t widen_s8x4(const int8_t* p) {
 // setting, for each column c < NC, lane r of out[c] to the exact sum over
 // 4K codes of row r (in K vectors v laid out as above) times x[c][0..4K).
 // K is a multiple of 4, NC at most kCols.
+
+#if defined(__ARM_FEATURE_DOTPROD)
+// The SDOT engine's product (both including files are built with dotprod):
+// SDOT with a broadcast lane multiplies 4 codes of each of the 4 rows by the
+// same 4 activation bytes.
+template <int K, int NC>
+void sdot_columns(const int8x16_t* v, const int8_t* const* x, int32x4_t* out) {
+    static_assert(K % 4 == 0 && NC <= kCols);
+    for (int c = 0; c < NC; ++c) {
+        int32x4_t acc = vdupq_n_s32(0);
+        for (int q = 0; q < K / 4; ++q) {
+            // Activation bytes 16q..16q+15: group g of them meets v[4q + g].
+            const int8x16_t xv = vld1q_s8(x[c] + 16 * q);
+            acc = vdotq_laneq_s32(acc, v[4 * q + 0], xv, 0);
+            acc = vdotq_laneq_s32(acc, v[4 * q + 1], xv, 1);
+            acc = vdotq_laneq_s32(acc, v[4 * q + 2], xv, 2);
+            acc = vdotq_laneq_s32(acc, v[4 * q + 3], xv, 3);
+        }
+        out[c] = acc;
+    }
+}
+#endif
 
 // The tiles below follow one pattern: for_cols fixes NC = nc, each ggml
 // block's codes are unpacked once into int8 vectors shared by every column,

@@ -1,9 +1,11 @@
 #include "packed_weights.hpp"
 
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <sys/mman.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -12,14 +14,37 @@
 namespace dwell::cpu {
 
 void AlignedFree::operator()(void* p) const {
-    std::free(p);
+    if (map_base != nullptr) {
+        ::munmap(map_base, map_bytes);
+    } else {
+        std::free(p);
+    }
 }
+
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+}  // namespace
 
 AlignedBytes make_aligned_bytes(size_t n) {
     const size_t size = std::max<size_t>(64, (n + 63) / 64 * 64);
-    void* p = std::aligned_alloc(64, size);
-    if (p == nullptr) throw std::bad_alloc();
-    return AlignedBytes(static_cast<unsigned char*>(p));
+    if (size < 2 * kHugePage) {
+        void* p = std::aligned_alloc(64, size);
+        if (p == nullptr) throw std::bad_alloc();
+        return AlignedBytes(static_cast<unsigned char*>(p));
+    }
+    const size_t bytes = (size + kHugePage - 1) / kHugePage * kHugePage;
+    const size_t map_bytes = bytes + kHugePage;  // room to align the start
+    void* base =
+        ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) throw std::bad_alloc();
+    auto* p = static_cast<unsigned char*>(base);
+    const size_t misalign = reinterpret_cast<uintptr_t>(p) % kHugePage;
+    unsigned char* start = p + (misalign == 0 ? 0 : kHugePage - misalign);
+    // Advice only: where the kernel has no huge pages this changes nothing.
+    (void)::madvise(start, bytes, MADV_HUGEPAGE);
+    return AlignedBytes(start, AlignedFree{base, map_bytes});
 }
 
 namespace {

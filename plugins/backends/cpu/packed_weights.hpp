@@ -23,8 +23,13 @@
 
 namespace dwell::cpu {
 
-// 64-byte aligned bytes, freed with std::free.
+// 64-byte aligned bytes. Large buffers (packed weights) are mapped on their
+// own, 2 MiB aligned and marked for transparent huge pages: decode streams
+// every weight once per token, and 4 KiB pages would cost a TLB miss every
+// 4 KiB of it.
 struct AlignedFree {
+    void* map_base = nullptr;  // set for mapped buffers, with map_bytes
+    size_t map_bytes = 0;
     void operator()(void* p) const;
 };
 using AlignedBytes = std::unique_ptr<unsigned char[], AlignedFree>;

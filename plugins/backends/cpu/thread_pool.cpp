@@ -48,7 +48,7 @@ ThreadPool::ThreadPool(unsigned nthreads, std::vector<int> cpus) : cpus_(std::mo
     const unsigned n = std::max(1u, nthreads);
     workers_.reserve(n - 1);
     for (unsigned i = 1; i < n; ++i) {
-        workers_.emplace_back([this, i] { worker_loop(i); });
+        workers_.emplace_back([this] { worker_loop(); });
         if (!cpus_.empty()) pin_thread(workers_.back().native_handle(), cpus_[i % cpus_.size()]);
     }
 }
@@ -57,7 +57,7 @@ ThreadPool::~ThreadPool() {
     {
         std::lock_guard lock(mutex_);
         stop_.store(true);
-        generation_.fetch_add(1);
+        generation_.fetch_add(1);  // wakes spinning workers too
     }
     start_cv_.notify_all();
     for (auto& w : workers_) w.join();
@@ -67,23 +67,28 @@ unsigned ThreadPool::default_threads() {
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
-void ThreadPool::run_range(unsigned index) {
-    if (index >= job_parts_) return;
-    try {
+void ThreadPool::run_ranges() {
+    for (;;) {
+        const int64_t i = job_next_.fetch_add(1, std::memory_order_relaxed);
+        if (i >= job_ranges_) break;
+        int64_t begin, end;
         if (job_chunk_ > 0) {
-            for (;;) {
-                const int64_t begin = job_next_.fetch_add(job_chunk_, std::memory_order_relaxed);
-                if (begin >= job_n_) break;
-                (*job_)(begin, std::min(job_n_, begin + job_chunk_));
-            }
-            return;
+            begin = i * job_chunk_;
+            end = std::min(job_n_, begin + job_chunk_);
+        } else {
+            // Fixed boundaries whoever runs them: results that depend on the
+            // split stay the same from run to run.
+            begin = job_n_ * i / job_ranges_;
+            end = job_n_ * (i + 1) / job_ranges_;
         }
-        const int64_t begin = job_n_ * index / job_parts_;
-        const int64_t end = job_n_ * (index + 1) / job_parts_;
-        if (begin < end) (*job_)(begin, end);
-    } catch (...) {
-        std::lock_guard lock(error_mutex_);
-        if (!job_error_) job_error_ = std::current_exception();
+        if (begin >= end) continue;
+        // Every range runs even after another one threw.
+        try {
+            (*job_)(begin, end);
+        } catch (...) {
+            std::lock_guard lock(error_mutex_);
+            if (!job_error_) job_error_ = std::current_exception();
+        }
     }
 }
 
@@ -91,14 +96,12 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t min_chunk) {
     if (n <= 0) return;
     const int64_t chunk = std::max<int64_t>(1, min_chunk);
     const int64_t max_parts = (n + chunk - 1) / chunk;
-    const unsigned parts = static_cast<unsigned>(std::min<int64_t>(size(), max_parts));
+    const int64_t parts = std::min<int64_t>(size(), max_parts);
     if (parts <= 1) {
         fn(0, n);
         return;
     }
-    start_job(fn, n, parts, 0);
-    run_range(0);
-    finish_job();
+    run_job(fn, n, parts, 0);
 }
 
 void ThreadPool::parallel_for_dynamic(int64_t n, const RangeFn& fn, int64_t chunk) {
@@ -108,33 +111,37 @@ void ThreadPool::parallel_for_dynamic(int64_t n, const RangeFn& fn, int64_t chun
         fn(0, n);
         return;
     }
-    start_job(fn, n, size(), chunk);
-    run_range(0);
-    finish_job();
+    run_job(fn, n, (n + chunk - 1) / chunk, chunk);
 }
 
-void ThreadPool::start_job(const RangeFn& fn, int64_t n, unsigned parts, int64_t chunk) {
+// The caller publishes the job, takes ranges itself, then closes the job and
+// waits only for workers that joined it. A worker the OS has not scheduled
+// (more threads than free cores) is never waited for: its share is done by
+// whoever is running.
+void ThreadPool::run_job(const RangeFn& fn, int64_t n, int64_t ranges, int64_t chunk) {
     job_ = &fn;
     job_n_ = n;
-    job_parts_ = parts;
+    job_ranges_ = ranges;
     job_chunk_ = chunk;
     job_next_.store(0, std::memory_order_relaxed);
     job_error_ = nullptr;
-    // Every worker acknowledges every job, participating or not, so none
-    // can still be reading job_ when the next one is written.
-    pending_.store(static_cast<unsigned>(workers_.size()), std::memory_order_relaxed);
+    const uint64_t g = generation_.load(std::memory_order_relaxed) + 1;
+    open_.store(g, std::memory_order_seq_cst);
     // seq_cst pairs with the sleepers_ increment in wait_for_job: either
     // this load sees the sleeper, or the sleeper sees the new generation.
-    generation_.fetch_add(1, std::memory_order_seq_cst);
+    generation_.store(g, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) != 0) {
         std::lock_guard lock(mutex_);
         start_cv_.notify_all();
     }
-}
 
-void ThreadPool::finish_job() {
-    for (unsigned spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-        // More threads than free cores: let the stragglers run.
+    run_ranges();
+
+    // Closing first, then reading active_ (both seq_cst, mirrored in
+    // worker_loop): a worker either is counted here, or sees the job closed
+    // and leaves it untouched.
+    open_.store(0, std::memory_order_seq_cst);
+    for (unsigned spins = 0; active_.load(std::memory_order_seq_cst) != 0; ++spins) {
         if (spins >= kPauseSpins) {
             std::this_thread::yield();
         } else {
@@ -167,13 +174,14 @@ uint64_t ThreadPool::wait_for_job(uint64_t seen) {
     return generation_.load(std::memory_order_acquire);
 }
 
-void ThreadPool::worker_loop(unsigned index) {
+void ThreadPool::worker_loop() {
     uint64_t seen = 0;
     for (;;) {
         seen = wait_for_job(seen);
         if (stop_.load(std::memory_order_acquire)) return;
-        run_range(index);
-        pending_.fetch_sub(1, std::memory_order_acq_rel);
+        active_.fetch_add(1, std::memory_order_seq_cst);
+        if (open_.load(std::memory_order_seq_cst) == seen) run_ranges();
+        active_.fetch_sub(1, std::memory_order_release);
     }
 }
 

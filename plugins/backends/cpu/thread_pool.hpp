@@ -1,8 +1,10 @@
 // A small persistent thread pool for data-parallel kernels.
 //
 // The calling thread takes part in every parallel_for, so a pool of size 1
-// has no worker threads at all. Work is split into contiguous static ranges,
-// one per participating thread, which keeps results independent of timing.
+// has no worker threads at all. Work is split into contiguous ranges with
+// fixed boundaries (independent of timing); threads take ranges from a
+// shared counter, so a worker the OS has not scheduled yet never delays the
+// caller: the threads that run do its share.
 //
 // Hand-off is a generation counter the workers spin on (with a CPU pause)
 // for a short while before they block, so the back-to-back jobs of one
@@ -58,10 +60,9 @@ public:
     static unsigned default_threads();
 
 private:
-    void worker_loop(unsigned index);
-    void run_range(unsigned index);
-    void start_job(const RangeFn& fn, int64_t n, unsigned parts, int64_t chunk);
-    void finish_job();
+    void worker_loop();
+    void run_ranges();
+    void run_job(const RangeFn& fn, int64_t n, int64_t ranges, int64_t chunk);
     // Waits (spinning, then blocking) until generation_ differs from seen.
     uint64_t wait_for_job(uint64_t seen);
 
@@ -71,8 +72,10 @@ private:
     std::condition_variable start_cv_;
     // Bumped once per job; workers compare it with the last job they saw.
     std::atomic<uint64_t> generation_{0};
-    // Workers that have not finished the current job.
-    std::atomic<unsigned> pending_{0};
+    // The generation of the job still open to newcomers, 0 when none.
+    std::atomic<uint64_t> open_{0};
+    // Workers inside a job's ranges right now.
+    std::atomic<unsigned> active_{0};
     // Workers blocked on start_cv_ (the caller notifies only if any).
     std::atomic<unsigned> sleepers_{0};
     std::atomic<bool> stop_{false};
@@ -81,9 +84,9 @@ private:
     // workers after they see the bump, stable until every worker is done.
     const RangeFn* job_ = nullptr;
     int64_t job_n_ = 0;
-    unsigned job_parts_ = 0;
-    int64_t job_chunk_ = 0;  // > 0: dynamic ranges of this size
-    std::atomic<int64_t> job_next_{0};
+    int64_t job_ranges_ = 0;
+    int64_t job_chunk_ = 0;             // > 0: ranges of this size; 0: job_ranges_ equal parts
+    std::atomic<int64_t> job_next_{0};  // the next range to take
     std::mutex error_mutex_;
     std::exception_ptr job_error_;
 };

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -37,15 +39,26 @@ TEST(ThreadPool, UsesSeveralThreadsAndRespectsMinChunk) {
     std::mutex m;
     std::set<std::thread::id> ids;
     std::vector<std::pair<int64_t, int64_t>> ranges;
+    // Each range waits (up to a generous deadline) until all three have
+    // started: only three threads running at once get there.
+    std::atomic<int> started{0};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     pool.parallel_for(
         90,
         [&](int64_t b, int64_t e) {
-            std::lock_guard lock(m);
-            ids.insert(std::this_thread::get_id());
-            ranges.emplace_back(b, e);
+            {
+                std::lock_guard lock(m);
+                ids.insert(std::this_thread::get_id());
+                ranges.emplace_back(b, e);
+            }
+            ++started;
+            while (started.load() < 3 && std::chrono::steady_clock::now() < deadline) {
+                std::this_thread::yield();
+            }
         },
         30);
-    EXPECT_EQ(ranges.size(), 3u);
+    std::sort(ranges.begin(), ranges.end());
+    EXPECT_EQ(ranges, (std::vector<std::pair<int64_t, int64_t>>{{0, 30}, {30, 60}, {60, 90}}));
     EXPECT_EQ(ids.size(), 3u);
 
     ranges.clear();
@@ -53,6 +66,38 @@ TEST(ThreadPool, UsesSeveralThreadsAndRespectsMinChunk) {
         50, [&](int64_t b, int64_t e) { ranges.emplace_back(b, e); }, 100);
     ASSERT_EQ(ranges.size(), 1u);  // below min_chunk: inline, one range
     EXPECT_EQ(ranges[0], std::make_pair(int64_t{0}, int64_t{50}));
+}
+
+// Eight threads pinned to one CPU: most jobs find the workers descheduled,
+// and the caller must finish them without waiting for those workers.
+TEST(ThreadPool, MoreThreadsThanCoresStillFinish) {
+    const std::vector<int> one = {0};
+    const CpuAffinityScope pin(one);
+    ThreadPool pool(8, one);
+    std::atomic<int64_t> total{0};
+    for (int job = 0; job < 500; ++job) {
+        pool.parallel_for_dynamic(
+            64, [&](int64_t b, int64_t e) { total += e - b; }, 4);
+        pool.parallel_for(16, [&](int64_t b, int64_t e) { total += e - b; });
+    }
+    EXPECT_EQ(total.load(), 500 * (64 + 16));
+}
+
+TEST(ThreadPool, DynamicRangesCoverEveryIndexOnce) {
+    ThreadPool pool(3);
+    for (int64_t n : {1, 5, 63, 64, 65, 1000}) {
+        for (int64_t chunk : {1, 4, 64}) {
+            std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+            pool.parallel_for_dynamic(
+                n,
+                [&](int64_t b, int64_t e) {
+                    EXPECT_LE(e - b, chunk);
+                    for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+                },
+                chunk);
+            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1);
+        }
+    }
 }
 
 TEST(ThreadPool, ManyBackToBackJobs) {
