@@ -74,32 +74,30 @@ size_t activation_row_bytes(ActFormat f, int64_t n) {
 // moved dwell's Q4_0 logits from a min cosine of 0.99857 to 0.99935 against
 // llama.cpp on a synthetic 1.1B model: ties are frequent where activations
 // are whole multiples of a step, as in Q4_0 embeddings.
+namespace {
+
+// One block of 32: the int8 values into qs; returns the f32 step.
+float quantize_block_of_32(const float* x, int8_t* qs) {
+    float amax = 0.0f;
+    for (int j = 0; j < DWELL_QK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < DWELL_QK8_0; ++j) qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+    return amax / 127.0f;
+}
+
+}  // namespace
+
 void quantize_act_q8_0(const float* x, dwell_block_q8_0* out, int64_t n) {
     for (int64_t b = 0; b < n / DWELL_QK8_0; ++b) {
-        const float* xb = x + b * DWELL_QK8_0;
-        float amax = 0.0f;
-        for (int j = 0; j < DWELL_QK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-        const float d = amax / 127.0f;
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        for (int j = 0; j < DWELL_QK8_0; ++j) {
-            out[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
-        }
-        out[b].d = dwell_fp32_to_fp16(d);
+        out[b].d = dwell_fp32_to_fp16(quantize_block_of_32(x + b * DWELL_QK8_0, out[b].qs));
     }
 }
 
 void quantize_act_q8_1(const float* x, ActBlockQ8_1* out, int64_t n) {
     for (int64_t b = 0; b < n / DWELL_QK8_0; ++b) {
-        const float* xb = x + b * DWELL_QK8_0;
-        float amax = 0.0f;
-        for (int j = 0; j < DWELL_QK8_0; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-        const float d = amax / 127.0f;
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const float d = quantize_block_of_32(x + b * DWELL_QK8_0, out[b].qs);
         int sum = 0;
-        for (int j = 0; j < DWELL_QK8_0; ++j) {
-            out[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
-            sum += out[b].qs[j];
-        }
+        for (int j = 0; j < DWELL_QK8_0; ++j) sum += out[b].qs[j];
         out[b].d = dwell_fp32_to_fp16(d);
         // ggml scales the sum by the f32 step, not its fp16 rounding.
         out[b].s = dwell_fp32_to_fp16(static_cast<float>(sum) * d);

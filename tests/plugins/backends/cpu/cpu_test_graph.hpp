@@ -319,6 +319,23 @@ inline std::vector<double> ref_decode_row(dwell_dtype t, const uint8_t* p, int64
 
 // Random rows of a weight dtype, generated directly in its byte layout
 // (random scales and quants for the block formats).
+// Bytes starting `offset` past a 64-byte boundary, like a row of a mapped
+// file.
+class OffsetBuffer {
+public:
+    OffsetBuffer(const std::vector<uint8_t>& bytes, size_t offset)
+        : storage_(bytes.size() + 64 + offset) {
+        const auto base = reinterpret_cast<uintptr_t>(storage_.data());
+        start_ = storage_.data() + ((64 - base % 64) % 64) + offset;
+        std::memcpy(start_, bytes.data(), bytes.size());
+    }
+    const uint8_t* data() const { return start_; }
+
+private:
+    std::vector<uint8_t> storage_;
+    uint8_t* start_;
+};
+
 inline std::vector<uint8_t> random_weight_rows(dwell_dtype t, int64_t n, int64_t rows,
                                                uint32_t seed) {
     std::mt19937 rng(seed);

@@ -34,6 +34,7 @@
 namespace dwell::cpu {
 namespace {
 
+using test::OffsetBuffer;
 using test::random_floats;
 using test::random_weight_rows;
 
@@ -41,23 +42,6 @@ constexpr SimdLevel kLevels[] = {SimdLevel::Scalar, SimdLevel::Avx2,        Simd
                                  SimdLevel::Neon,   SimdLevel::NeonDotprod, SimdLevel::NeonI8mm};
 constexpr dwell_dtype kDtypes[] = {DWELL_Q4_0, DWELL_Q8_0, DWELL_Q4_K, DWELL_Q6_K,
                                    DWELL_Q5_0, DWELL_Q4_1, DWELL_Q5_1, DWELL_Q5_K};
-
-// Bytes starting `offset` past a 64-byte boundary, like a row of a mapped
-// file.
-class OffsetBuffer {
-public:
-    OffsetBuffer(const std::vector<uint8_t>& bytes, size_t offset)
-        : storage_(bytes.size() + 64 + offset) {
-        const auto base = reinterpret_cast<uintptr_t>(storage_.data());
-        start_ = storage_.data() + ((64 - base % 64) % 64) + offset;
-        std::memcpy(start_, bytes.data(), bytes.size());
-    }
-    const uint8_t* data() const { return start_; }
-
-private:
-    std::vector<uint8_t> storage_;
-    uint8_t* start_;
-};
 
 // n weight rows of k values packed into the kernel's blocks.
 struct Packed {

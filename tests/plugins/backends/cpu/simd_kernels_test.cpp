@@ -24,25 +24,9 @@
 namespace dwell::cpu {
 namespace {
 
+using test::OffsetBuffer;
 using test::random_floats;
 using test::random_weight_rows;
-
-// Copies bytes to a buffer whose start is `offset` bytes past a 64-byte
-// boundary, so kernels meet the unaligned rows of a mapped file.
-class OffsetBuffer {
-public:
-    OffsetBuffer(const std::vector<uint8_t>& bytes, size_t offset)
-        : storage_(bytes.size() + 64 + offset) {
-        const auto base = reinterpret_cast<uintptr_t>(storage_.data());
-        start_ = storage_.data() + ((64 - base % 64) % 64) + offset;
-        std::memcpy(start_, bytes.data(), bytes.size());
-    }
-    const uint8_t* data() const { return start_; }
-
-private:
-    std::vector<uint8_t> storage_;
-    uint8_t* start_;
-};
 
 bool level_supported(SimdLevel level) {
     return simd_level_supported(level, detect_cpu_features());
