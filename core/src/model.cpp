@@ -33,6 +33,16 @@ Model::Model(std::unique_ptr<ModelSource> source, std::shared_ptr<LoadedPlugin> 
     : source_(std::move(source)), plugin_(std::move(plugin)) {}
 
 Model::~Model() {
+    if (auto runtime = runtime_.lock()) {
+        for (const auto& [name, t] : weights_) {
+            if (t.data == nullptr) continue;
+            uint64_t last = 0;
+            for (int d = 1; d < DWELL_MAX_DIMS; ++d) {
+                last += static_cast<uint64_t>(t.ne[d] - 1) * t.nb[d];
+            }
+            (*runtime)->release_weights(t.data, last + dwell_row_bytes(t.dtype, t.ne[0]));
+        }
+    }
     if (handle_) plugin_->model()->destroy(handle_);
 }
 
@@ -49,6 +59,7 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
     const std::string arch(arch_text, arch_len);
     auto plugin = runtime.model_plugin_for(arch, path);
     std::shared_ptr<Model> model(new Model(std::move(source), plugin));  // private constructor
+    model->runtime_ = runtime.lifetime();
     model->architecture_ = arch;
     const dwell_model_plugin* api = plugin->model();
 

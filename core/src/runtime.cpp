@@ -130,6 +130,18 @@ void Runtime::warn_unimplemented() const {
         spdlog::warn("{}: [memory] mlock is not implemented yet; ignored", where);
 }
 
+void Runtime::release_weights(const void* data, size_t bytes) const {
+    for (const auto& b : backends_) {
+        const dwell_backend_plugin& api = b->api();
+        if (!DWELL_HAS_FIELD(&api, dwell_backend_plugin, release_weights) ||
+            api.release_weights == nullptr) {
+            continue;
+        }
+        std::lock_guard lock(b->mutex());
+        api.release_weights(b->context(), data, bytes);
+    }
+}
+
 Runtime::~Runtime() {
     // Contexts go before the libraries that implement them.
     backends_.clear();

@@ -81,7 +81,12 @@ float quantize_block_of_32(const float* x, int8_t* qs) {
     float amax = 0.0f;
     for (int j = 0; j < DWELL_QK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    for (int j = 0; j < DWELL_QK8_0; ++j) qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+    for (int j = 0; j < DWELL_QK8_0; ++j) {
+        const float r = std::nearbyint(x[j] * id);
+        // NaN (also inf * 0) to 0 and the rest clamped, as dwell_round_to_q8
+        // does: a float outside int8 must never reach the cast.
+        qs[j] = !(r > -127.0f) ? (r == r ? -127 : 0) : r >= 127.0f ? 127 : static_cast<int8_t>(r);
+    }
     return amax / 127.0f;
 }
 

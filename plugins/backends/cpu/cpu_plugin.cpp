@@ -230,6 +230,10 @@ int32_t supports_op(dwell_backend_context*, const dwell_graph* graph, int32_t no
     }
 }
 
+void release_weights(dwell_backend_context* ctx, const void* data, size_t bytes) {
+    if (ctx != nullptr && data != nullptr) ctx->packed.release(data, bytes);
+}
+
 dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* graph,
                            const int32_t* node_ids, size_t n_ids) {
     if (ctx == nullptr) {
@@ -264,6 +268,7 @@ struct PluginState {
         vtable.context_last_error = context_last_error;
         vtable.supports_op = supports_op;
         vtable.graph_compute = graph_compute;
+        vtable.release_weights = release_weights;
     }
 
     const char* keep_error(std::string message) {

@@ -17,10 +17,13 @@ std::optional<uint64_t> read_number(const std::filesystem::path& path) {
     return std::nullopt;
 }
 
-// The cores whose value (per `file` under cpuN/) is the largest, or nullopt
-// when no core has the file.
-std::optional<std::vector<int>> highest(const std::vector<int>& cpus,
-                                        const std::filesystem::path& dir, const char* file) {
+// The cores above the lowest tier of `file`'s value under cpuN/ (all of
+// them when every core has the same value), or nullopt when no core has the
+// file. "Above the lowest tier" rather than "the top value": a 4+3+1 phone's
+// big cores are the 3 and the 1, and x86 chips with favoured cores publish a
+// slightly higher frequency for one or two P-cores only.
+std::optional<std::vector<int>> above_lowest(const std::vector<int>& cpus,
+                                             const std::filesystem::path& dir, const char* file) {
     std::vector<std::pair<int, uint64_t>> values;
     for (int c : cpus) {
         if (auto v = read_number(dir / ("cpu" + std::to_string(c)) / file)) {
@@ -28,11 +31,16 @@ std::optional<std::vector<int>> highest(const std::vector<int>& cpus,
         }
     }
     if (values.empty()) return std::nullopt;
-    uint64_t top = 0;
-    for (const auto& [c, v] : values) top = std::max(top, v);
+    uint64_t low = values.front().second, top = low;
+    for (const auto& [c, v] : values) {
+        low = std::min(low, v);
+        top = std::max(top, v);
+    }
+    // Within 10% of the lowest still counts as the little tier.
+    const uint64_t cut = low + (top - low) / 10;
     std::vector<int> out;
     for (const auto& [c, v] : values) {
-        if (v == top) out.push_back(c);
+        if (top == low || v > cut) out.push_back(c);
     }
     return out;
 }
@@ -52,8 +60,10 @@ std::vector<int> allowed_cpus() {
 
 std::vector<int> big_cores(const std::vector<int>& cpus,
                            const std::filesystem::path& sysfs_cpu_dir) {
-    if (auto by_capacity = highest(cpus, sysfs_cpu_dir, "cpu_capacity")) return *by_capacity;
-    if (auto by_freq = highest(cpus, sysfs_cpu_dir, "cpufreq/cpuinfo_max_freq")) return *by_freq;
+    if (auto by_capacity = above_lowest(cpus, sysfs_cpu_dir, "cpu_capacity")) return *by_capacity;
+    if (auto by_freq = above_lowest(cpus, sysfs_cpu_dir, "cpufreq/cpuinfo_max_freq")) {
+        return *by_freq;
+    }
     return cpus;
 }
 

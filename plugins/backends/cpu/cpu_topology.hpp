@@ -1,8 +1,8 @@
 // Which CPUs the backend may run on, and which of them are the big cores of
 // a big.LITTLE (or prime/performance/efficiency) system, read from sysfs:
-// cpu_capacity where the kernel publishes it (arm64), else the highest
-// cpufreq/cpuinfo_max_freq. A system where every core looks alike has only
-// big cores.
+// cpu_capacity where the kernel publishes it (arm64), else
+// cpufreq/cpuinfo_max_freq: every core above the lowest tier. A system where
+// every core looks alike has only big cores.
 //
 // Thread-safety: pure functions over the file system. Ownership: values.
 #pragma once
@@ -16,9 +16,9 @@ namespace dwell::cpu {
 // The CPUs this thread may run on (sched_getaffinity), ascending.
 std::vector<int> allowed_cpus();
 
-// The subset of `cpus` with the highest capacity (or max frequency) per
-// `sysfs_cpu_dir` (normally /sys/devices/system/cpu); `cpus` itself when
-// neither is readable for any of them.
+// The subset of `cpus` above the lowest capacity (or max-frequency) tier per
+// `sysfs_cpu_dir` (normally /sys/devices/system/cpu); `cpus` itself when all
+// are alike or neither file is readable for any of them.
 std::vector<int> big_cores(const std::vector<int>& cpus,
                            const std::filesystem::path& sysfs_cpu_dir = "/sys/devices/system/cpu");
 

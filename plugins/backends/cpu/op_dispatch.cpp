@@ -1,7 +1,9 @@
 #include "op_dispatch.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "dwell/plugin.h"
 #include "quantized_acts.hpp"
@@ -199,16 +201,38 @@ OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_
                         ThreadPool& pool, PackedWeights* packed) {
     if (n_ids > 0 && node_ids == nullptr) return invalid("no node id array");
     QuantizedActs acts;
+    // Tensors some node of the graph writes: their bytes change from call to
+    // call, so a matmul must not keep a repacked copy of them.
+    std::vector<bool> written;
+    if (packed != nullptr && graph != nullptr) {
+        written.assign(static_cast<size_t>(std::max(graph->n_tensors, 0)), false);
+        for (int32_t n = 0; n < graph->n_nodes; ++n) {
+            const dwell_node* node = dwell_graph_node(graph, n);
+            if (node != nullptr && node->output >= 0 && node->output < graph->n_tensors) {
+                written[static_cast<size_t>(node->output)] = true;
+            }
+        }
+    }
     for (size_t i = 0; i < n_ids; ++i) {
         const int32_t id = node_ids[i];
         NodeArgs args;
         OpVerdict problem = check_node_impl(graph, id, true, &args);
-        args.packed = packed;
         args.acts = &acts;
+        if (!problem && !written.empty()) {
+            const int32_t w = args.node->inputs[0];
+            const bool leaf = w >= 0 && w < graph->n_tensors && !written[static_cast<size_t>(w)];
+            args.packed = leaf ? packed : nullptr;
+        }
         if (!problem) {
             try {
                 kernel_for(raw_enum(&args.node->op)).run(args, pool);
                 acts.note_written(*args.out);
+                // ATTENTION also writes the new keys and values into its
+                // cache inputs (graph.h).
+                if (raw_enum(&args.node->op) == DWELL_OP_ATTENTION) {
+                    acts.note_written(args.input(3));
+                    acts.note_written(args.input(4));
+                }
             } catch (const KernelError& e) {
                 problem = OpProblem{e.status(), e.what()};
             } catch (const std::bad_alloc&) {

@@ -43,7 +43,9 @@ AlignedBytes make_aligned_bytes(size_t n) {
     const size_t misalign = reinterpret_cast<uintptr_t>(p) % kHugePage;
     unsigned char* start = p + (misalign == 0 ? 0 : kHugePage - misalign);
     // Advice only: where the kernel has no huge pages this changes nothing.
-    (void)::madvise(start, bytes, MADV_HUGEPAGE);
+    // The partly used last 2 MiB stays on small pages, or touching it would
+    // make a whole huge page resident.
+    if (size >= kHugePage) (void)::madvise(start, size / kHugePage * kHugePage, MADV_HUGEPAGE);
     return AlignedBytes(start, AlignedFree{base, map_bytes});
 }
 
@@ -91,10 +93,12 @@ const unsigned char* PackedWeights::get(const GemmKernel& kernel, const dwell_te
     const uint64_t fp = fingerprint(w);
     std::lock_guard lock(mutex_);
     Entry& e = entries_[{w.data, &kernel}];
-    if (e.data == nullptr || e.k != w.ne[0] || e.n != w.ne[1] || e.fingerprint != fp) {
+    if (e.data == nullptr || e.k != w.ne[0] || e.n != w.ne[1] || e.row_stride != w.nb[1] ||
+        e.fingerprint != fp) {
         e.data = pack_weight(kernel, w, pool);
         e.k = w.ne[0];
         e.n = w.ne[1];
+        e.row_stride = w.nb[1];
         e.fingerprint = fp;
         e.size = packed_size(kernel, e.k, e.n);
         if (copied_ != nullptr) {
@@ -104,6 +108,19 @@ const unsigned char* PackedWeights::get(const GemmKernel& kernel, const dwell_te
         }
     }
     return e.data.get();
+}
+
+void PackedWeights::release(const void* data, size_t bytes) {
+    const auto* begin = static_cast<const unsigned char*>(data);
+    std::lock_guard lock(mutex_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+        const auto* p = static_cast<const unsigned char*>(it->first.first);
+        if (p >= begin && p < begin + bytes) {
+            it = entries_.erase(it);
+        } else {
+            ++it;
+        }
+    }
 }
 
 size_t PackedWeights::bytes() const {

@@ -4,8 +4,11 @@
 // buffer freed and reused for another tensor at the same address is packed
 // afresh rather than served stale.
 //
-// Thread-safety: get() may be called from any one thread at a time per
-// tensor; a mutex guards the map. The returned pointer stays valid until the
+// Only weights no node writes (graph leaves) may be cached: a tensor whose
+// bytes change between calls would be served stale (see op_dispatch.cpp).
+//
+// Thread-safety: every member may be called from any thread; one mutex
+// serialises them. The returned pointer stays valid until the
 // cache is destroyed or clear()ed. Ownership: the cache owns the packed
 // copies; the caller keeps owning the source weights.
 #pragma once
@@ -51,6 +54,10 @@ public:
     // The packed form of w for kernel, packing it first if needed.
     const unsigned char* get(const GemmKernel& kernel, const dwell_tensor& w, ThreadPool& pool);
 
+    // Drops the packed copies of weights whose data start in
+    // [data, data + bytes): the host no longer uses them.
+    void release(const void* data, size_t bytes);
+
     // Bytes held by packed copies.
     size_t bytes() const;
     void clear();
@@ -59,6 +66,7 @@ private:
     struct Entry {
         int64_t k = 0;
         int64_t n = 0;
+        uint64_t row_stride = 0;
         uint64_t fingerprint = 0;
         size_t size = 0;
         AlignedBytes data;

@@ -33,10 +33,12 @@ inline void cpu_relax() {
 #endif
 }
 
-void pin_thread(pthread_t thread, int cpu) {
+void pin_thread(pthread_t thread, const std::vector<int>& cpus) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
+    for (int c : cpus) {
+        if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+    }
     // Best effort: a CPU taken offline or outside the cgroup leaves the
     // thread unpinned, which costs speed, not correctness.
     (void)pthread_setaffinity_np(thread, sizeof set, &set);
@@ -49,7 +51,7 @@ ThreadPool::ThreadPool(unsigned nthreads, std::vector<int> cpus) : cpus_(std::mo
     workers_.reserve(n - 1);
     for (unsigned i = 1; i < n; ++i) {
         workers_.emplace_back([this] { worker_loop(); });
-        if (!cpus_.empty()) pin_thread(workers_.back().native_handle(), cpus_[i % cpus_.size()]);
+        if (!cpus_.empty()) pin_thread(workers_.back().native_handle(), cpus_);
     }
 }
 

@@ -31,8 +31,9 @@ public:
     using RangeFn = std::function<void(int64_t begin, int64_t end)>;
 
     // nthreads counts the calling thread; 0 is treated as 1. When cpus is
-    // not empty, worker i (1-based) is pinned to cpus[i % cpus.size()]; the
-    // calling thread is left alone (see CpuAffinityScope for it).
+    // not empty, every worker may run on those CPUs only (the OS balances
+    // them there, also when there are more threads than CPUs); the calling
+    // thread is left alone (see CpuAffinityScope for it).
     explicit ThreadPool(unsigned nthreads, std::vector<int> cpus = {});
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;

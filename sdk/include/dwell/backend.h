@@ -92,6 +92,13 @@ typedef struct dwell_backend_plugin {
      * and write tensor->data directly. */
     dwell_status (*graph_compute)(dwell_backend_context* ctx, const dwell_graph* graph,
                                   const int32_t* node_ids, size_t n_ids);
+
+    /* ABI 1.1, optional (NULL or absent per struct_size: nothing to do). The
+     * host no longer uses the weights whose data lie in [data, data + bytes)
+     * (a model was unloaded): the context drops any copy it made of them,
+     * e.g. weights repacked for its kernels. Called under the same
+     * one-thread-per-context rule as graph_compute. */
+    void (*release_weights)(dwell_backend_context* ctx, const void* data, size_t bytes);
 } dwell_backend_plugin;
 
 #ifdef __cplusplus

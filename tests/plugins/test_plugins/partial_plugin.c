@@ -117,6 +117,7 @@ static const dwell_backend_plugin kBackend = {
     context_last_error,
     supports_op,
     graph_compute,
+    NULL, /* release_weights: this backend keeps no copies */
 };
 
 DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host,

@@ -22,7 +22,8 @@ namespace dwell {
 
 enum class QuantPolicy { Keep, Q8, Q4G128, Q4G64, Q4G32, Mixed };
 
-// "keep", "q8", "q4g128", "q4g64", "q4g32", "mixed"; throws dwell::Error naming the value otherwise.
+// "keep", "q8", "q4g128", "q4g64", "q4g32", "mixed"; throws dwell::Error naming the value
+// otherwise.
 QuantPolicy parse_quant_policy(const std::string& name);
 const char* quant_policy_name(QuantPolicy policy);
 

@@ -56,6 +56,9 @@ private:
     std::map<std::string, dwell_tensor, std::less<>> weights_;
     uint64_t weight_bytes_ = 0;
     mutable std::mutex build_mutex_;  // the plugin's model object is single-threaded
+    // The runtime it was loaded with, told on destruction that the weights
+    // are gone (backends drop their copies); expired if the runtime went first.
+    std::weak_ptr<const Runtime*> runtime_;
 };
 
 }  // namespace dwell

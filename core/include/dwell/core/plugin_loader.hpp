@@ -52,7 +52,8 @@ struct PluginFailure {
 class PluginLoader {
 public:
     // `manifest_dirs` come first; DWELL_PLUGIN_PATH and <exe>/../lib/dwell follow.
-    PluginLoader(const std::vector<std::filesystem::path>& manifest_dirs, const dwell_host_services* host);
+    PluginLoader(const std::vector<std::filesystem::path>& manifest_dirs,
+                 const dwell_host_services* host);
 
     const std::vector<std::filesystem::path>& search_dirs() const { return dirs_; }
 

@@ -94,6 +94,14 @@ public:
     // Folders searched for manifests when none is given.
     static std::vector<std::filesystem::path> manifest_dirs();
 
+    // Tells every backend that implements release_weights (ABI 1.1) that
+    // the weights in [data, data + bytes) are gone.
+    void release_weights(const void* data, size_t bytes) const;
+
+    // Expires with the runtime: lets a Model that outlives it skip telling
+    // backends that no longer exist.
+    std::weak_ptr<const Runtime*> lifetime() const { return lifetime_; }
+
 private:
     void choose_manifest(const RuntimeOptions& options);
     void select_backends(const RuntimeOptions& options);
@@ -107,6 +115,7 @@ private:
     std::vector<std::unique_ptr<Backend>> backends_;
     std::vector<BackendChoice> choices_;
     bool strict_ = false;
+    std::shared_ptr<const Runtime*> lifetime_ = std::make_shared<const Runtime*>(this);
 };
 
 }  // namespace dwell

@@ -125,11 +125,12 @@ public:
         ThreadPool pool(threads);
         return run(pool);
     }
-    OpVerdict run(ThreadPool& pool) {
+    // With a repacked-weight cache, as the plugin runs graphs.
+    OpVerdict run(ThreadPool& pool, PackedWeights* packed = nullptr) {
         const dwell_graph g = graph();
         std::vector<int32_t> ids(nodes_.size());
         for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-        return compute_nodes(&g, ids.data(), ids.size(), pool);
+        return compute_nodes(&g, ids.data(), ids.size(), pool, packed);
     }
     // Runs only the given nodes, in the given order.
     OpVerdict run_nodes(const std::vector<int32_t>& ids, unsigned threads = 1) {

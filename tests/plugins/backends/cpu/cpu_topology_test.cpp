@@ -35,13 +35,21 @@ protected:
     fs::path dir_;
 };
 
-TEST_F(FakeSysfs, CapacityPicksTheLargestCores) {
+TEST_F(FakeSysfs, CapacityKeepsEveryTierAboveTheLittleCores) {
     // A 4+3+1 phone: little 0-3 (capacity 325), big 4-6 (825), prime 7 (1024).
     for (int c = 0; c < 8; ++c) put(c, "cpu_capacity", c < 4 ? "325" : c < 7 ? "825" : "1024");
     for (int c = 0; c < 8; ++c) put(c, "cpufreq/cpuinfo_max_freq", "2000000");
-    EXPECT_EQ(big_cores({0, 1, 2, 3, 4, 5, 6, 7}, dir_), (std::vector<int>{7}));
+    EXPECT_EQ(big_cores({0, 1, 2, 3, 4, 5, 6, 7}, dir_), (std::vector<int>{4, 5, 6, 7}));
     // Only among the allowed CPUs.
     EXPECT_EQ(big_cores({0, 1, 4, 5}, dir_), (std::vector<int>{4, 5}));
+}
+
+TEST_F(FakeSysfs, FavouredCoresDoNotShrinkTheBigSet) {
+    // A desktop chip whose two favoured P-cores boost 100 MHz higher, and
+    // E-cores far below.
+    const char* freq[] = {"5100000", "5100000", "5000000", "5000000", "3800000", "3800000"};
+    for (int c = 0; c < 6; ++c) put(c, "cpufreq/cpuinfo_max_freq", freq[c]);
+    EXPECT_EQ(big_cores({0, 1, 2, 3, 4, 5}, dir_), (std::vector<int>{0, 1, 2, 3}));
 }
 
 TEST_F(FakeSysfs, MaxFrequencyWhenNoCapacity) {

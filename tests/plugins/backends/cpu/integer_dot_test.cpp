@@ -125,6 +125,19 @@ TEST(ActivationFormat, MatmulUsesGgmlFormatsForBlockFormats) {
     }
 }
 
+// Non-finite activations never reach an out-of-range int8 cast (UBSan
+// watches): NaN becomes 0, and an infinite amax makes the block all zeros.
+TEST(ActivationFormat, Q8_0NonFiniteValuesStayDefined) {
+    std::vector<float> x(2 * DWELL_QK8_0, 1.0f);
+    x[3] = std::nanf("");
+    x[DWELL_QK8_0 + 5] = INFINITY;
+    dwell_block_q8_0 q[2]{};
+    quantize_act_q8_0(x.data(), q, 2 * DWELL_QK8_0);
+    EXPECT_EQ(q[0].qs[3], 0);
+    EXPECT_EQ(q[0].qs[0], 127);
+    for (int j = 0; j < DWELL_QK8_0; ++j) EXPECT_EQ(q[1].qs[j], 0) << j;
+}
+
 // Hand-computed: amax 127 makes the scale 1, so x * 127 / amax = x and the
 // halves show the rounding: to even, as llama.cpp's SIMD quantizers do.
 TEST(ActivationFormat, Q8_0And8_1RoundHalvesToEven) {
