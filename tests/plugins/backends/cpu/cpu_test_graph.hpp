@@ -320,6 +320,21 @@ inline std::vector<double> ref_decode_row(dwell_dtype t, const uint8_t* p, int64
 
 // Random rows of a weight dtype, generated directly in its byte layout
 // (random scales and quants for the block formats).
+// A [n0, n1] tensor of dtype t over caller-owned, packed rows.
+inline dwell_tensor tensor_2d(dwell_dtype t, void* data, int64_t n0, int64_t n1) {
+    dwell_tensor x{};
+    x.dtype = t;
+    x.n_dims = 2;
+    x.ne[0] = n0;
+    x.ne[1] = n1;
+    x.ne[2] = x.ne[3] = 1;
+    x.nb[0] = dwell_dtype_block_bytes(t);
+    x.nb[1] = dwell_row_bytes(t, n0);
+    x.nb[2] = x.nb[3] = x.nb[1] * static_cast<uint64_t>(n1);
+    x.data = data;
+    return x;
+}
+
 // Bytes starting `offset` past a 64-byte boundary, like a row of a mapped
 // file.
 class OffsetBuffer {

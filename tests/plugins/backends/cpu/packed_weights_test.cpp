@@ -16,29 +16,16 @@ namespace {
 
 using test::random_floats;
 using test::random_weight_rows;
+using test::tensor_2d;
 using test::TestGraph;
-
-dwell_tensor q4_0_weight(std::vector<uint8_t>& bytes, int64_t k, int64_t n) {
-    dwell_tensor t{};
-    t.dtype = DWELL_Q4_0;
-    t.n_dims = 2;
-    t.ne[0] = k;
-    t.ne[1] = n;
-    t.ne[2] = t.ne[3] = 1;
-    t.nb[0] = dwell_dtype_block_bytes(DWELL_Q4_0);
-    t.nb[1] = dwell_row_bytes(DWELL_Q4_0, k);
-    t.nb[2] = t.nb[3] = t.nb[1] * static_cast<uint64_t>(n);
-    t.data = bytes.data();
-    return t;
-}
 
 TEST(PackedWeights, ReusedRepackedOnChangeAndReleased) {
     ThreadPool pool(2);
     const GemmKernel& kernel = *gemm_kernel(DWELL_Q4_0);
     std::vector<uint8_t> a = random_weight_rows(DWELL_Q4_0, 64, 40, 1);
     std::vector<uint8_t> b = random_weight_rows(DWELL_Q4_0, 64, 40, 2);
-    const dwell_tensor wa = q4_0_weight(a, 64, 40);
-    const dwell_tensor wb = q4_0_weight(b, 64, 40);
+    const dwell_tensor wa = tensor_2d(DWELL_Q4_0, a.data(), 64, 40);
+    const dwell_tensor wb = tensor_2d(DWELL_Q4_0, b.data(), 64, 40);
     PackedWeights cache;
     const unsigned char* pa = cache.get(kernel, wa, pool);
     EXPECT_EQ(cache.get(kernel, wa, pool), pa);  // the same copy

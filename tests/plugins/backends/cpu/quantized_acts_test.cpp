@@ -6,23 +6,14 @@
 
 #include <vector>
 
+#include "cpu_test_graph.hpp"
 #include "gemm_kernel.hpp"
 
 namespace dwell::cpu {
 namespace {
 
 dwell_tensor f32_tensor(float* data, int64_t n0, int64_t n1) {
-    dwell_tensor t{};
-    t.dtype = DWELL_F32;
-    t.n_dims = 2;
-    t.ne[0] = n0;
-    t.ne[1] = n1;
-    t.ne[2] = t.ne[3] = 1;
-    t.nb[0] = 4;
-    t.nb[1] = 4 * static_cast<uint64_t>(n0);
-    t.nb[2] = t.nb[3] = t.nb[1] * static_cast<uint64_t>(n1);
-    t.data = data;
-    return t;
+    return test::tensor_2d(DWELL_F32, data, n0, n1);
 }
 
 TEST(QuantizedActs, HitOnlyForTheSameInputAndQuantizer) {
