@@ -561,97 +561,49 @@ size_t act_bytes_q8_K(int64_t k) {
     return ActQ8_K::bytes(k);
 }
 
+template <typename Pack, dwell_dtype T, size_t (*ActBytes)(int64_t),
+          void (*Quantize)(const float*, int64_t, void*), TileFn T1, TileFn T2, TileFn T3,
+          TileFn T4>
+GemmKernel make_kernel(const char* name) {
+    return GemmKernel{name,
+                      T,
+                      kR,
+                      kC,
+                      dwell_dtype_block_elems(T),
+                      &pack_bytes<Pack>,
+                      &pack_block<Pack>,
+                      ActBytes,
+                      Quantize,
+                      &tile_entry<T1, T2, T3, T4>};
+}
+
 }  // namespace
 
 const GemmKernel* gemm_kernel_avx2(dwell_dtype t) {
-    static const GemmKernel q4_0{
-        "q4_0/avx2",
-        DWELL_Q4_0,
-        kR,
-        kC,
-        DWELL_QK4_0,
-        &pack_bytes<PackQ4_0<kR>>,
-        &pack_block<PackQ4_0<kR>>,
-        &act_bytes_q8_0,
-        &quantize_act_q8_0_avx2<8>,
-        &tile_entry<q4_0_tile<1>, q4_0_tile<2>, q4_0_tile<3>, q4_0_tile<4>>};
-    static const GemmKernel q8_0{
-        "q8_0/avx2",
-        DWELL_Q8_0,
-        kR,
-        kC,
-        DWELL_QK8_0,
-        &pack_bytes<PackQ8_0<kR, false>>,
-        &pack_block<PackQ8_0<kR, false>>,
-        &act_bytes_q8_0,
-        &quantize_act_q8_0_avx2<0>,
-        &tile_entry<q8_0_tile<1>, q8_0_tile<2>, q8_0_tile<3>, q8_0_tile<4>>};
-    static const GemmKernel q4_K{
-        "q4_K/avx2",
-        DWELL_Q4_K,
-        kR,
-        kC,
-        DWELL_QK_K,
-        &pack_bytes<PackQ4_K<kR>>,
-        &pack_block<PackQ4_K<kR>>,
-        &act_bytes_q8_K,
-        &quantize_act_q8_K_avx2,
-        &tile_entry<q4_K_tile<1>, q4_K_tile<2>, q4_K_tile<3>, q4_K_tile<4>>};
-    static const GemmKernel q6_K{
-        "q6_K/avx2",
-        DWELL_Q6_K,
-        kR,
-        kC,
-        DWELL_QK_K,
-        &pack_bytes<PackQ6_K<kR>>,
-        &pack_block<PackQ6_K<kR>>,
-        &act_bytes_q8_K,
-        &quantize_act_q8_K_avx2,
-        &tile_entry<q6_K_tile<1>, q6_K_tile<2>, q6_K_tile<3>, q6_K_tile<4>>};
-    static const GemmKernel q5_K{
-        "q5_K/avx2",
-        DWELL_Q5_K,
-        kR,
-        kC,
-        DWELL_QK_K,
-        &pack_bytes<PackQ5_K<kR>>,
-        &pack_block<PackQ5_K<kR>>,
-        &act_bytes_q8_K,
-        &quantize_act_q8_K_avx2,
-        &tile_entry<q5_K_tile<1>, q5_K_tile<2>, q5_K_tile<3>, q5_K_tile<4>>};
-    static const GemmKernel q5_0{
-        "q5_0/avx2",
-        DWELL_Q5_0,
-        kR,
-        kC,
-        DWELL_QK5_0,
-        &pack_bytes<PackQ5_0<kR>>,
-        &pack_block<PackQ5_0<kR>>,
-        &act_bytes_q8_0,
-        &quantize_act_q8_0_avx2<16>,
-        &tile_entry<q5_0_tile<1>, q5_0_tile<2>, q5_0_tile<3>, q5_0_tile<4>>};
-    static const GemmKernel q4_1{
-        "q4_1/avx2",
-        DWELL_Q4_1,
-        kR,
-        kC,
-        DWELL_QK4_1,
-        &pack_bytes<PackQ4_1<kR>>,
-        &pack_block<PackQ4_1<kR>>,
-        &act_bytes_q8_0,
-        &quantize_act_q8_0_avx2<0, true>,
-        &tile_entry<q4_1_tile<1>, q4_1_tile<2>, q4_1_tile<3>, q4_1_tile<4>>};
-    static const GemmKernel q5_1{
-        "q5_1/avx2",
-        DWELL_Q5_1,
-        kR,
-        kC,
-        DWELL_QK5_1,
-        &pack_bytes<PackQ5_1<kR>>,
-        &pack_block<PackQ5_1<kR>>,
-        &act_bytes_q8_0,
-        &quantize_act_q8_0_avx2<0, true>,
-        &tile_entry<q5_1_tile<1>, q5_1_tile<2>, q5_1_tile<3>, q5_1_tile<4>>};
+    static const GemmKernel q4_0 =
+        make_kernel<PackQ4_0<kR>, DWELL_Q4_0, act_bytes_q8_0, quantize_act_q8_0_avx2<8>,
+                    q4_0_tile<1>, q4_0_tile<2>, q4_0_tile<3>, q4_0_tile<4>>("q4_0/avx2");
+    static const GemmKernel q8_0 =
+        make_kernel<PackQ8_0<kR, false>, DWELL_Q8_0, act_bytes_q8_0, quantize_act_q8_0_avx2<0>,
+                    q8_0_tile<1>, q8_0_tile<2>, q8_0_tile<3>, q8_0_tile<4>>("q8_0/avx2");
+    static const GemmKernel q4_K =
+        make_kernel<PackQ4_K<kR>, DWELL_Q4_K, act_bytes_q8_K, quantize_act_q8_K_avx2, q4_K_tile<1>,
+                    q4_K_tile<2>, q4_K_tile<3>, q4_K_tile<4>>("q4_K/avx2");
+    static const GemmKernel q6_K =
+        make_kernel<PackQ6_K<kR>, DWELL_Q6_K, act_bytes_q8_K, quantize_act_q8_K_avx2, q6_K_tile<1>,
+                    q6_K_tile<2>, q6_K_tile<3>, q6_K_tile<4>>("q6_K/avx2");
+    static const GemmKernel q5_K =
+        make_kernel<PackQ5_K<kR>, DWELL_Q5_K, act_bytes_q8_K, quantize_act_q8_K_avx2, q5_K_tile<1>,
+                    q5_K_tile<2>, q5_K_tile<3>, q5_K_tile<4>>("q5_K/avx2");
+    static const GemmKernel q5_0 =
+        make_kernel<PackQ5_0<kR>, DWELL_Q5_0, act_bytes_q8_0, quantize_act_q8_0_avx2<16>,
+                    q5_0_tile<1>, q5_0_tile<2>, q5_0_tile<3>, q5_0_tile<4>>("q5_0/avx2");
+    static const GemmKernel q4_1 =
+        make_kernel<PackQ4_1<kR>, DWELL_Q4_1, act_bytes_q8_0, quantize_act_q8_0_avx2<0, true>,
+                    q4_1_tile<1>, q4_1_tile<2>, q4_1_tile<3>, q4_1_tile<4>>("q4_1/avx2");
+    static const GemmKernel q5_1 =
+        make_kernel<PackQ5_1<kR>, DWELL_Q5_1, act_bytes_q8_0, quantize_act_q8_0_avx2<0, true>,
+                    q5_1_tile<1>, q5_1_tile<2>, q5_1_tile<3>, q5_1_tile<4>>("q5_1/avx2");
     switch (t) {
         case DWELL_Q5_K:
             return &q5_K;

@@ -209,11 +209,15 @@ void quantize_act_q8_K_avx512(const float* x, int64_t k, void* out) {
 // ---------------------------------------------------------------------------
 // Q4_0 and Q8_0 (activations: ActQ8_0).
 
-template <int RV, int NC>
-void q4_0_tile(int64_t k, const unsigned char* block, int nr, const void* acts, size_t stride,
-               float* out, size_t out_stride) {
+// Q4_0 and Q8_0 differ only in how a block's weights become vpdpbusd's
+// unsigned bytes (Nib: two nibbles per byte, else one offset int8), so they
+// share the block loop; Nib is a template argument so each inner loop
+// compiles as lean as a hand-written one.
+template <bool Nib, int RV, int NC>
+void q8_0_family_tile(int64_t k, const unsigned char* block, int nr, const void* acts,
+                      size_t stride, float* out, size_t out_stride) {
     constexpr int R = kLanes * RV;
-    using P = PackQ4_0<R>;
+    using P = std::conditional_t<Nib, PackQ4_0<R>, PackQ8_0<R, true>>;
     const Cols<NC> x(acts, stride);
     const unsigned char* scales = block + P::scales_offset(k);
     const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -234,15 +238,22 @@ void q4_0_tile(int64_t k, const unsigned char* block, int nr, const void* acts, 
             const __m512i init = _mm512_set1_epi32(ActQ8_0::s(x.row[c], k)[b]);
             for (int rv = 0; rv < RV; ++rv) isum[rv][c] = init;
         }
-        for (int j = 0; j < 4; ++j) {
+        // A row's block is 32 bytes as int8 but 16 as nibbles (element e in
+        // the low half, e + 16 in the high one), read 4 bytes at a time.
+        for (int j = 0; j < (Nib ? 4 : 8); ++j) {
             for (int rv = 0; rv < RV; ++rv) {
                 const __m512i w = load512(wq + (j * RV + rv) * 64);
-                const __m512i lo = _mm512_and_si512(w, low4);
-                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low4);
+                __m512i lo = w;
+                __m512i hi = w;
+                if constexpr (Nib) {
+                    lo = _mm512_and_si512(w, low4);
+                    hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low4);
+                }
                 for (int c = 0; c < NC; ++c) {
                     const int8_t* xq = ActQ8_0::q(x.row[c]) + b * 32 + 4 * j;
                     isum[rv][c] = _mm512_dpbusd_epi32(isum[rv][c], lo, bcast4(xq));
-                    isum[rv][c] = _mm512_dpbusd_epi32(isum[rv][c], hi, bcast4(xq + 16));
+                    if constexpr (Nib)
+                        isum[rv][c] = _mm512_dpbusd_epi32(isum[rv][c], hi, bcast4(xq + 16));
                 }
             }
         }
@@ -259,48 +270,14 @@ void q4_0_tile(int64_t k, const unsigned char* block, int nr, const void* acts, 
 }
 
 template <int RV, int NC>
+void q4_0_tile(int64_t k, const unsigned char* block, int nr, const void* acts, size_t stride,
+               float* out, size_t out_stride) {
+    q8_0_family_tile<true, RV, NC>(k, block, nr, acts, stride, out, out_stride);
+}
+template <int RV, int NC>
 void q8_0_tile(int64_t k, const unsigned char* block, int nr, const void* acts, size_t stride,
                float* out, size_t out_stride) {
-    constexpr int R = kLanes * RV;
-    using P = PackQ8_0<R, true>;
-    const Cols<NC> x(acts, stride);
-    const unsigned char* scales = block + P::scales_offset(k);
-    __m512 acc[RV][NC];
-    for (auto& a : acc)
-        for (auto& v : a) v = _mm512_setzero_ps();
-    const int64_t nb = k / 32;
-    for (int64_t b = 0; b < nb; ++b) {
-        const unsigned char* wq = block + b * P::kQuantBytes;
-        prefetch_ahead<P::kQuantBytes>(wq);
-        // The scales are a second stream: ask for them as far ahead (in
-        // blocks) as the quants, or decode stalls on them.
-        _mm_prefetch(
-            reinterpret_cast<const char*>(scales) + (b + kScaleAheadBytes / P::kQuantBytes) * R * 2,
-            _MM_HINT_T0);
-        __m512i isum[RV][NC];
-        for (int c = 0; c < NC; ++c) {
-            const __m512i init = _mm512_set1_epi32(ActQ8_0::s(x.row[c], k)[b]);
-            for (int rv = 0; rv < RV; ++rv) isum[rv][c] = init;
-        }
-        for (int j = 0; j < 8; ++j) {
-            for (int rv = 0; rv < RV; ++rv) {
-                const __m512i w = load512(wq + (j * RV + rv) * 64);
-                for (int c = 0; c < NC; ++c) {
-                    const int8_t* xq = ActQ8_0::q(x.row[c]) + b * 32 + 4 * j;
-                    isum[rv][c] = _mm512_dpbusd_epi32(isum[rv][c], w, bcast4(xq));
-                }
-            }
-        }
-        for (int rv = 0; rv < RV; ++rv) {
-            const __m512 dw = load_fp16x16(scales + (b * R + rv * kLanes) * 2);
-            for (int c = 0; c < NC; ++c) {
-                const __m512 dx = _mm512_set1_ps(ActQ8_0::d(x.row[c], k)[b]);
-                acc[rv][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[rv][c]), _mm512_mul_ps(dw, dx),
-                                             acc[rv][c]);
-            }
-        }
-    }
-    store_tile<RV, NC>(acc, nr, out, out_stride);
+    q8_0_family_tile<false, RV, NC>(k, block, nr, acts, stride, out, out_stride);
 }
 
 // ---------------------------------------------------------------------------

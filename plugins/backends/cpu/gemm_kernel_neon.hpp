@@ -162,39 +162,19 @@ size_t block_bytes(int64_t k) {
     return static_cast<size_t>(k / kBlock) * sizeof(Packed);
 }
 
-void pack_q8_0(const void* w, size_t w_row_bytes, int nr, int64_t k, void* out) {
-    auto* dst = static_cast<PackedQ8_0*>(out);
-    for (int64_t b = 0; b < k / DWELL_QK8_0; ++b) {
-        for (int r = 0; r < kRows; ++r) {
-            const auto src = load_block<dwell_block_q8_0>(w, w_row_bytes, nr, r, b);
-            dst[b].d[r] = dwell_fp16_to_fp32(src.d);
-            interleave(reinterpret_cast<const uint8_t*>(src.qs), r, 8,
-                       reinterpret_cast<uint8_t(*)[16]>(dst[b].q));
-        }
-    }
-}
-
-void pack_q4_0(const void* w, size_t w_row_bytes, int nr, int64_t k, void* out) {
-    auto* dst = static_cast<PackedQ4_0*>(out);
-    for (int64_t b = 0; b < k / DWELL_QK4_0; ++b) {
-        for (int r = 0; r < kRows; ++r) {
-            const auto src = load_block<dwell_block_q4_0>(w, w_row_bytes, nr, r, b);
-            dst[b].d[r] = dwell_fp16_to_fp32(src.d);
-            interleave(src.qs, r, 4, dst[b].q);
-        }
-    }
-}
-
-// Q5_0, Q4_1 and Q5_1 (Src their ggml block, Packed the layout above).
+// Every 32-value format (Src its ggml block, Packed the layout above): the
+// codes keep their file bytes, so one loop serves whatever fields Packed has.
 template <typename Src, typename Packed>
-void pack_q4_q5(const void* w, size_t w_row_bytes, int nr, int64_t k, void* out) {
+void pack_b32(const void* w, size_t w_row_bytes, int nr, int64_t k, void* out) {
     auto* dst = static_cast<Packed*>(out);
     for (int64_t b = 0; b < k / 32; ++b) {
         for (int r = 0; r < kRows; ++r) {
             const auto src = load_block<Src>(w, w_row_bytes, nr, r, b);
             dst[b].d[r] = dwell_fp16_to_fp32(src.d);
             if constexpr (kHasMin<Packed>) dst[b].m[r] = dwell_fp16_to_fp32(src.m);
-            interleave(src.qs, r, 4, dst[b].q);
+            interleave(reinterpret_cast<const uint8_t*>(src.qs), r,
+                       static_cast<int>(sizeof src.qs / 4),
+                       reinterpret_cast<uint8_t(*)[16]>(dst[b].q));
             if constexpr (kHasFifthBit<Packed>) {
                 const uint32_t qh = dwell_q5_high_bits(src.qh);
                 for (int i = 0; i < 4; ++i) {
@@ -372,93 +352,24 @@ void sdot_columns(const int8x16_t* v, const int8_t* const* x, int32x4_t* out) {
 // block's codes are unpacked once into int8 vectors shared by every column,
 // and the float epilogue is the scalar dot's expression.
 
-template <class Engine>
-void tile_q8_0(int64_t k, const void* block, int nr, const void* acts, size_t act_stride, int nc,
-               float* out, size_t out_stride) {
-    for_cols(nc, [&](auto cols) {
-        constexpr int NC = cols;
-        const int64_t nb = k / DWELL_QK8_0;
-        const auto* w = static_cast<const PackedQ8_0*>(block);
-        const int8_t* xq[NC];
-        const float* xd[NC];
-        for (int c = 0; c < NC; ++c) {
-            xq[c] = reinterpret_cast<const int8_t*>(act_row(acts, act_stride, c));
-            xd[c] = reinterpret_cast<const float*>(xq[c] + k);
-        }
-        float32x4_t sum[NC];
-        for (auto& s : sum) s = vdupq_n_f32(0.0f);
-        for (int64_t b = 0; b < nb; ++b) {
-            int8x16_t v[8];
-            for (int g = 0; g < 8; ++g) v[g] = vld1q_s8(w[b].q[g]);
-            const int8_t* x[NC];
-            for (int c = 0; c < NC; ++c) x[c] = xq[c] + b * DWELL_QK8_0;
-            int32x4_t sumi[NC];
-            Engine::template dot<8, NC>(v, x, sumi);
-            const float32x4_t dw = vld1q_f32(w[b].d);
-            for (int c = 0; c < NC; ++c) {
-                // dot_q8_0_q8_0: sumi * (d_w * d_x).
-                const float32x4_t p = vmulq_f32(vcvtq_f32_s32(sumi[c]), vmulq_n_f32(dw, xd[c][b]));
-                sum[c] = vaddq_f32(sum[c], p);
-            }
-        }
-        store(sum, nr, out, out_stride);
-    });
-}
-
-template <class Engine>
-void tile_q4_0(int64_t k, const void* block, int nr, const void* acts, size_t act_stride, int nc,
-               float* out, size_t out_stride) {
-    for_cols(nc, [&](auto cols) {
-        constexpr int NC = cols;
-        const int64_t nb = k / DWELL_QK4_0;
-        const auto* w = static_cast<const PackedQ4_0*>(block);
-        const uint8x16_t low4 = vdupq_n_u8(0x0f);
-        const int8x16_t eight = vdupq_n_s8(8);
-        const int8_t* xq[NC];
-        const float* xd[NC];
-        for (int c = 0; c < NC; ++c) {
-            xq[c] = reinterpret_cast<const int8_t*>(act_row(acts, act_stride, c));
-            xd[c] = reinterpret_cast<const float*>(xq[c] + k);
-        }
-        float32x4_t sum[NC];
-        for (auto& s : sum) s = vdupq_n_f32(0.0f);
-        for (int64_t b = 0; b < nb; ++b) {
-            // Codes 0..15 from the low nibbles, 16..31 from the high ones.
-            int8x16_t v[8];
-            for (int g = 0; g < 4; ++g) {
-                const uint8x16_t q = vld1q_u8(w[b].q[g]);
-                v[g] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, low4)), eight);
-                v[g + 4] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
-            }
-            const int8_t* x[NC];
-            for (int c = 0; c < NC; ++c) x[c] = xq[c] + b * DWELL_QK4_0;
-            int32x4_t sumi[NC];
-            Engine::template dot<8, NC>(v, x, sumi);
-            const float32x4_t dw = vld1q_f32(w[b].d);
-            for (int c = 0; c < NC; ++c) {
-                // dot_q4_0_q8_0: sumi * d_w * d_x, left to right.
-                const float32x4_t p = vmulq_n_f32(vmulq_f32(vcvtq_f32_s32(sumi[c]), dw), xd[c][b]);
-                sum[c] = vaddq_f32(sum[c], p);
-            }
-        }
-        store(sum, nr, out, out_stride);
-    });
-}
-
-// Q5_0 (Q8_0 activations), Q4_1 and Q5_1 (Q8_1 activations).
+// Every 32-value format: Q8_0's codes as they are; the others' from nibbles,
+// with Q5's fifth bits on top, offset by 8 (Q4_0) or 16 (Q5_0) or left
+// unsigned with an m (Q4_1, Q5_1). Q8_0 and Q5_0 take Q8_0 activations,
+// Q4_1 and Q5_1 Q8_1 ones. The epilogues keep each scalar dot's float order.
 template <class Engine, class Packed>
-void tile_q4_q5(int64_t k, const void* block, int nr, const void* acts, size_t act_stride, int nc,
-                float* out, size_t out_stride) {
+void tile_b32(int64_t k, const void* block, int nr, const void* acts, size_t act_stride, int nc,
+              float* out, size_t out_stride) {
+    constexpr bool kQ8 = std::is_same_v<Packed, PackedQ8_0>;
+    constexpr bool kQ4_0 = std::is_same_v<Packed, PackedQ4_0>;
     constexpr bool kFive = kHasFifthBit<Packed>;
     constexpr bool kMin = kHasMin<Packed>;
-    static_assert(kFive || kMin, "Q4_0 has its own tile");
     for_cols(nc, [&](auto cols) {
         constexpr int NC = cols;
         const int64_t nb = k / 32;
         const auto* w = static_cast<const Packed*>(block);
         const uint8x16_t low4 = vdupq_n_u8(0x0f);
         const uint8x16_t bit4 = vdupq_n_u8(0x10);
-        const int8x16_t sixteen = vdupq_n_s8(16);
+        const int8x16_t offset = vdupq_n_s8(kQ4_0 ? 8 : 16);
         const int8_t* xq[NC];
         const float* xd[NC];
         for (int c = 0; c < NC; ++c) {
@@ -469,26 +380,28 @@ void tile_q4_q5(int64_t k, const void* block, int nr, const void* acts, size_t a
         for (auto& s : sum) s = vdupq_n_f32(0.0f);
         for (int64_t b = 0; b < nb; ++b) {
             const Packed& wb = w[b];
-            // Vector g holds codes 4g..4g+3 of each row: low nibbles for
-            // g < 4, high nibbles after, fifth bit g of hb on top.
-            uint8x16_t hb = vdupq_n_u8(0);
-            if constexpr (kFive) hb = vld1q_u8(wb.hb);
-            uint8x16_t u[8];
-            for (int g = 0; g < 4; ++g) {
-                const uint8x16_t q = vld1q_u8(wb.q[g]);
-                u[g] = vandq_u8(q, low4);
-                u[g + 4] = vshrq_n_u8(q, 4);
-            }
             int8x16_t v[8];
-            for (int g = 0; g < 8; ++g) {
-                if constexpr (kFive) {
-                    const int8x16_t to_bit4 = vdupq_n_s8(static_cast<int8_t>(4 - g));
-                    u[g] = vbslq_u8(bit4, vshlq_u8(hb, to_bit4), u[g]);
+            if constexpr (kQ8) {
+                for (int g = 0; g < 8; ++g) v[g] = vld1q_s8(wb.q[g]);
+            } else {
+                // Vector g holds codes 4g..4g+3 of each row: low nibbles for
+                // g < 4, high nibbles after, fifth bit g of hb on top.
+                uint8x16_t hb = vdupq_n_u8(0);
+                if constexpr (kFive) hb = vld1q_u8(wb.hb);
+                uint8x16_t u[8];
+                for (int g = 0; g < 4; ++g) {
+                    const uint8x16_t q = vld1q_u8(wb.q[g]);
+                    u[g] = vandq_u8(q, low4);
+                    u[g + 4] = vshrq_n_u8(q, 4);
                 }
-                v[g] = vreinterpretq_s8_u8(u[g]);
-                // Q5_0's codes are offset by 16; Q4_1's and Q5_1's stay
-                // unsigned, their offset is m.
-                if constexpr (!kMin) v[g] = vsubq_s8(v[g], sixteen);
+                for (int g = 0; g < 8; ++g) {
+                    if constexpr (kFive) {
+                        const int8x16_t to_bit4 = vdupq_n_s8(static_cast<int8_t>(4 - g));
+                        u[g] = vbslq_u8(bit4, vshlq_u8(hb, to_bit4), u[g]);
+                    }
+                    v[g] = vreinterpretq_s8_u8(u[g]);
+                    if constexpr (!kMin) v[g] = vsubq_s8(v[g], offset);
+                }
             }
             const int8_t* x[NC];
             for (int c = 0; c < NC; ++c) x[c] = xq[c] + b * 32;
@@ -496,10 +409,20 @@ void tile_q4_q5(int64_t k, const void* block, int nr, const void* acts, size_t a
             Engine::template dot<8, NC>(v, x, sumi);
             const float32x4_t dw = vld1q_f32(wb.d);
             for (int c = 0; c < NC; ++c) {
-                // dot_q5_0_q8_0: (d_w * d_x) * sumi; dot_q4_1_q8_1 and
-                // dot_q5_1_q8_1 add m_w * s_x.
-                float32x4_t p = vmulq_f32(vmulq_n_f32(dw, xd[c][b]), vcvtq_f32_s32(sumi[c]));
-                if constexpr (kMin) p = vaddq_f32(p, vmulq_n_f32(vld1q_f32(wb.m), xd[c][nb + b]));
+                float32x4_t p;
+                if constexpr (kQ8) {
+                    // dot_q8_0_q8_0: sumi * (d_w * d_x).
+                    p = vmulq_f32(vcvtq_f32_s32(sumi[c]), vmulq_n_f32(dw, xd[c][b]));
+                } else if constexpr (kQ4_0) {
+                    // dot_q4_0_q8_0: sumi * d_w * d_x, left to right.
+                    p = vmulq_n_f32(vmulq_f32(vcvtq_f32_s32(sumi[c]), dw), xd[c][b]);
+                } else {
+                    // dot_q5_0_q8_0: (d_w * d_x) * sumi; dot_q4_1_q8_1 and
+                    // dot_q5_1_q8_1 add m_w * s_x.
+                    p = vmulq_f32(vmulq_n_f32(dw, xd[c][b]), vcvtq_f32_s32(sumi[c]));
+                    if constexpr (kMin)
+                        p = vaddq_f32(p, vmulq_n_f32(vld1q_f32(wb.m), xd[c][nb + b]));
+                }
                 sum[c] = vaddq_f32(sum[c], p);
             }
         }
@@ -654,23 +577,25 @@ const GemmKernel* kernel_for(dwell_dtype t) {
     static_assert(std::size(Engine::kNames) == 8);
     static const GemmKernel kernels[] = {
         {names[0], DWELL_Q4_0, kRows, kCols, DWELL_QK4_0, &block_bytes<PackedQ4_0, DWELL_QK4_0>,
-         &pack_q4_0, &act_bytes_q8_0, &quantize_q8_0, &tile_q4_0<Engine>},
+         &pack_b32<dwell_block_q4_0, PackedQ4_0>, &act_bytes_q8_0, &quantize_q8_0,
+         &tile_b32<Engine, PackedQ4_0>},
         {names[1], DWELL_Q8_0, kRows, kCols, DWELL_QK8_0, &block_bytes<PackedQ8_0, DWELL_QK8_0>,
-         &pack_q8_0, &act_bytes_q8_0, &quantize_q8_0, &tile_q8_0<Engine>},
+         &pack_b32<dwell_block_q8_0, PackedQ8_0>, &act_bytes_q8_0, &quantize_q8_0,
+         &tile_b32<Engine, PackedQ8_0>},
         {names[2], DWELL_Q4_K, kRows, kCols, DWELL_QK_K, &block_bytes<PackedQ4_K, DWELL_QK_K>,
          &pack_q45_K<dwell_block_q4_K, PackedQ4_K>, &act_bytes_q8_K, &quantize_q8_K,
          &tile_q45_K<Engine, PackedQ4_K>},
         {names[3], DWELL_Q6_K, kRows, kCols, DWELL_QK_K, &block_bytes<PackedQ6_K, DWELL_QK_K>,
          &pack_q6_K, &act_bytes_q8_K, &quantize_q8_K, &tile_q6_K<Engine>},
         {names[4], DWELL_Q5_0, kRows, kCols, DWELL_QK5_0, &block_bytes<PackedQ5_0, DWELL_QK5_0>,
-         &pack_q4_q5<dwell_block_q5_0, PackedQ5_0>, &act_bytes_q8_0, &quantize_q8_0,
-         &tile_q4_q5<Engine, PackedQ5_0>},
+         &pack_b32<dwell_block_q5_0, PackedQ5_0>, &act_bytes_q8_0, &quantize_q8_0,
+         &tile_b32<Engine, PackedQ5_0>},
         {names[5], DWELL_Q4_1, kRows, kCols, DWELL_QK4_1, &block_bytes<PackedQ4_1, DWELL_QK4_1>,
-         &pack_q4_q5<dwell_block_q4_1, PackedQ4_1>, &act_bytes_q8_1, &quantize_q8_1,
-         &tile_q4_q5<Engine, PackedQ4_1>},
+         &pack_b32<dwell_block_q4_1, PackedQ4_1>, &act_bytes_q8_1, &quantize_q8_1,
+         &tile_b32<Engine, PackedQ4_1>},
         {names[6], DWELL_Q5_1, kRows, kCols, DWELL_QK5_1, &block_bytes<PackedQ5_1, DWELL_QK5_1>,
-         &pack_q4_q5<dwell_block_q5_1, PackedQ5_1>, &act_bytes_q8_1, &quantize_q8_1,
-         &tile_q4_q5<Engine, PackedQ5_1>},
+         &pack_b32<dwell_block_q5_1, PackedQ5_1>, &act_bytes_q8_1, &quantize_q8_1,
+         &tile_b32<Engine, PackedQ5_1>},
         {names[7], DWELL_Q5_K, kRows, kCols, DWELL_QK_K, &block_bytes<PackedQ5_K, DWELL_QK_K>,
          &pack_q45_K<dwell_block_q5_K, PackedQ5_K>, &act_bytes_q8_K, &quantize_q8_K,
          &tile_q45_K<Engine, PackedQ5_K>},

@@ -209,12 +209,15 @@ inline uint16_t load_u16(const unsigned char* p) {
     return v;
 }
 
-// Q4_0: quants [block][j = 0..3][R lanes][4 bytes] (bytes 4j..4j+3 of the
-// block's 16: low nibbles are elements 4j.., high nibbles 16 + 4j..), then
-// the scales [block][R] fp16 in their own 64-byte aligned region.
-template <int R>
-struct PackQ4_0 {
-    static constexpr size_t kQuantBytes = 16 * R;  // per block of 32
+// Q4_0 and Q8_0, whose blocks are an fp16 d then the quants: quants
+// [block][j][R lanes][4 bytes] (bytes 4j..4j+3 of the block's qs; Q4_0's
+// low nibbles are elements 4j.., high nibbles 16 + 4j..; Q8_0's sign bit
+// flipped when Flip so they read as uint8 q + 128), then the scales
+// [block][R] fp16 in their own 64-byte aligned region.
+template <int R, typename Block, bool Flip>
+struct PackD16 {
+    static constexpr int kQsBytes = sizeof(Block::qs);
+    static constexpr size_t kQuantBytes = kQsBytes * R;  // per block of 32
     static size_t scales_offset(int64_t k) { return (k / 32) * kQuantBytes; }
     static size_t bytes(int64_t k) {
         return scales_offset(k) + round_up_64(static_cast<size_t>(k / 32) * 2 * R);
@@ -225,36 +228,9 @@ struct PackQ4_0 {
         std::memset(dst, 0, bytes(k));
         auto* scales = dst + scales_offset(k);
         for (int64_t b = 0; b < k / 32; ++b) {
-            const size_t blk = static_cast<size_t>(b) * sizeof(dwell_block_q4_0);
-            for (int j = 0; j < 4; ++j) {
-                put_lanes<R>(src, row_bytes, nr, blk + 2 + 4 * j,
-                             dst + b * kQuantBytes + j * 4 * R);
-            }
-            for (int r = 0; r < nr; ++r) {
-                std::memcpy(scales + (b * R + r) * 2, src + r * row_bytes + blk, 2);
-            }
-        }
-    }
-};
-
-// Q8_0: quants [block][j = 0..7][R lanes][4 bytes] (bytes 4j..4j+3, sign
-// bit flipped when Flip so they read as uint8 q + 128), scales as Q4_0.
-template <int R, bool Flip>
-struct PackQ8_0 {
-    static constexpr size_t kQuantBytes = 32 * R;
-    static size_t scales_offset(int64_t k) { return (k / 32) * kQuantBytes; }
-    static size_t bytes(int64_t k) {
-        return scales_offset(k) + round_up_64(static_cast<size_t>(k / 32) * 2 * R);
-    }
-    static void pack(const void* w, size_t row_bytes, int nr, int64_t k, void* out) {
-        const auto* src = byte_ptr(w);
-        auto* dst = static_cast<unsigned char*>(out);
-        std::memset(dst, 0, bytes(k));
-        auto* scales = dst + scales_offset(k);
-        for (int64_t b = 0; b < k / 32; ++b) {
-            const size_t blk = static_cast<size_t>(b) * sizeof(dwell_block_q8_0);
-            for (int j = 0; j < 8; ++j) {
-                put_lanes<R, Flip>(src, row_bytes, nr, blk + 2 + 4 * j,
+            const size_t blk = static_cast<size_t>(b) * sizeof(Block);
+            for (int j = 0; j < kQsBytes / 4; ++j) {
+                put_lanes<R, Flip>(src, row_bytes, nr, blk + offsetof(Block, qs) + 4 * j,
                                    dst + b * kQuantBytes + j * 4 * R);
             }
             for (int r = 0; r < nr; ++r) {
@@ -263,6 +239,11 @@ struct PackQ8_0 {
         }
     }
 };
+
+template <int R>
+using PackQ4_0 = PackD16<R, dwell_block_q4_0, false>;
+template <int R, bool Flip>
+using PackQ8_0 = PackD16<R, dwell_block_q8_0, Flip>;
 
 // Q4_1, Q5_0 and Q5_1, per block of 32: nibbles [j = 0..3][R][4] (the
 // file's qs bytes 4j..4j+3: low nibbles elements 4j.., high ones 16 + 4j..),
@@ -407,18 +388,19 @@ inline void q6_K_codes(const unsigned char* row, uint8_t (&codes)[DWELL_QK_K]) {
     }
 }
 
-// Q6_K, per super-block: codes 0..63 one byte each, [s = 0..15][j = 0..3]
-// [R][4] (elements 16s + 4j..), then meta: scales [16][R] int8, d [R] fp16.
-// Unpacking the 6-bit codes costs 22% more bytes than the file's layout but
-// no decoding in the inner loop (the AVX2 kernel; AVX-512 uses PackQ6_Kp).
-template <int R>
-struct PackQ6_K {
-    static constexpr size_t kQuantBytes = 256 * R;
+// The chunk both Q6_K packs share: QuantBytes of codes per super-block, laid
+// out by the pack, then meta: scales [16][R] int8, d [R] fp16.
+template <int R, size_t QuantBytes>
+struct PackQ6_KChunk {
+    static constexpr size_t kQuantBytes = QuantBytes;
     static constexpr size_t kScales = kQuantBytes;
     static constexpr size_t kD = kScales + 16 * R;
     static constexpr size_t kChunk = kQuantBytes + (18 * R + 63) / 64 * 64;
     static size_t bytes(int64_t k) { return static_cast<size_t>(k / DWELL_QK_K) * kChunk; }
-    static void pack(const void* w, size_t row_bytes, int nr, int64_t k, void* out) {
+    // place(chunk, r, codes) stores row r's 256 decoded codes in the chunk.
+    template <class Place>
+    static void pack_rows(const void* w, size_t row_bytes, int nr, int64_t k, void* out,
+                          Place place) {
         const auto* src = byte_ptr(w);
         auto* dst = static_cast<unsigned char*>(out);
         std::memset(dst, 0, bytes(k));
@@ -429,15 +411,29 @@ struct PackQ6_K {
             for (int r = 0; r < nr; ++r) {
                 const unsigned char* row = src + r * row_bytes + blk;
                 q6_K_codes(row, codes);
-                for (int g = 0; g < DWELL_QK_K / 4; ++g) {
-                    std::memcpy(chunk + (g * R + r) * 4, codes + 4 * g, 4);
-                }
+                place(chunk, r, codes);
                 for (int s = 0; s < 16; ++s) {
                     chunk[kScales + s * R + r] = row[offsetof(dwell_block_q6_K, scales) + s];
                 }
                 std::memcpy(chunk + kD + 2 * r, row + offsetof(dwell_block_q6_K, d), 2);
             }
         }
+    }
+};
+
+// Q6_K, per super-block: codes 0..63 one byte each, [s = 0..15][j = 0..3]
+// [R][4] (elements 16s + 4j..), then PackQ6_KChunk's meta. Unpacking the
+// 6-bit codes costs 22% more bytes than the file's layout but no decoding in
+// the inner loop (the AVX2 kernel; AVX-512 uses PackQ6_Kp).
+template <int R>
+struct PackQ6_K : PackQ6_KChunk<R, 256 * R> {
+    static void pack(const void* w, size_t row_bytes, int nr, int64_t k, void* out) {
+        PackQ6_K::pack_rows(w, row_bytes, nr, k, out,
+                            [](unsigned char* chunk, int r, const uint8_t* codes) {
+                                for (int g = 0; g < DWELL_QK_K / 4; ++g) {
+                                    std::memcpy(chunk + (g * R + r) * 4, codes + 4 * g, 4);
+                                }
+                            });
     }
 };
 
@@ -448,24 +444,11 @@ struct PackQ6_K {
 // 1: high nibbles of j = 2q, 2 and 3: the same for j = 2q + 1). Meta as
 // PackQ6_K. The kernel rebuilds each code with a shift and a masked or.
 template <int R>
-struct PackQ6_Kp {
+struct PackQ6_Kp : PackQ6_KChunk<R, 192 * R> {
     static constexpr size_t kNibbleBytes = 128 * R;
-    static constexpr size_t kQuantBytes = 192 * R;
-    static constexpr size_t kScales = kQuantBytes;
-    static constexpr size_t kD = kScales + 16 * R;
-    static constexpr size_t kChunk = kQuantBytes + (18 * R + 63) / 64 * 64;
-    static size_t bytes(int64_t k) { return static_cast<size_t>(k / DWELL_QK_K) * kChunk; }
     static void pack(const void* w, size_t row_bytes, int nr, int64_t k, void* out) {
-        const auto* src = byte_ptr(w);
-        auto* dst = static_cast<unsigned char*>(out);
-        std::memset(dst, 0, bytes(k));
-        uint8_t c[DWELL_QK_K];
-        for (int64_t b = 0; b < k / DWELL_QK_K; ++b) {
-            const size_t blk = static_cast<size_t>(b) * sizeof(dwell_block_q6_K);
-            unsigned char* chunk = dst + b * kChunk;
-            for (int r = 0; r < nr; ++r) {
-                const unsigned char* row = src + r * row_bytes + blk;
-                q6_K_codes(row, c);
+        PackQ6_Kp::pack_rows(
+            w, row_bytes, nr, k, out, [](unsigned char* chunk, int r, const uint8_t* c) {
                 for (int p = 0; p < 4; ++p) {
                     for (int j = 0; j < 8; ++j) {
                         for (int t = 0; t < 4; ++t) {
@@ -485,12 +468,7 @@ struct PackQ6_Kp {
                         }
                     }
                 }
-                for (int s = 0; s < 16; ++s) {
-                    chunk[kScales + s * R + r] = row[offsetof(dwell_block_q6_K, scales) + s];
-                }
-                std::memcpy(chunk + kD + 2 * r, row + offsetof(dwell_block_q6_K, d), 2);
-            }
-        }
+            });
     }
 };
 
