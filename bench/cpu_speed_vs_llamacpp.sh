@@ -8,6 +8,9 @@
 # the rounds. The decode roofline ratio is the share of the measured read
 # bandwidth (dwell-bench-bandwidth, same thread count) that decode uses:
 # weight bytes read per token x decode tok/s / bandwidth; 1.0 is the ceiling.
+# The probe runs right after dwell in every round (a shared machine's
+# bandwidth drifts between minutes), each round gets its own ratio, and the
+# median of those is reported.
 # Environment:
 #   DWELL_BUILD_DIR   dwell build folder (default <repo>/build)
 #   LLAMA_CPP_DIR     a llama.cpp checkout with build/bin/llama-bench built
@@ -58,19 +61,20 @@ trap 'rm -rf "$work"' EXIT
 for t in "${threads[@]}"; do
   : >"$work/dwell.jsonl"
   : >"$work/llama.jsonl"
+  : >"$work/probe.jsonl"
   for ((round = 0; round < rounds; ++round)); do
     "$dwell" bench -m "$model" -p "$p" -n "$n" -r "$r" --threads "$t" --json >>"$work/dwell.jsonl"
+    "$probe" --threads "$t" --mib "$mib" >>"$work/probe.jsonl"
     if [ -n "$llama_bench" ]; then
       # One array of test results per run: pp rows have n_gen 0, tg rows n_prompt 0.
       "$llama_bench" -m "$model" -p "$p" -n "$n" -r "$r" -t "$t" -o json 2>/dev/null |
         jq -c . >>"$work/llama.jsonl"
     fi
   done
-  "$probe" --threads "$t" --mib "$mib" >"$work/probe.json"
 
   jq -n -c --argjson t "$t" --argjson rounds "$rounds" \
     --slurpfile dwell "$work/dwell.jsonl" --slurpfile llama "$work/llama.jsonl" \
-    --slurpfile probe "$work/probe.json" '
+    --slurpfile probe "$work/probe.jsonl" '
     def median: sort | if length == 0 then null
       elif length % 2 == 1 then .[length / 2 | floor]
       else (.[length / 2 - 1] + .[length / 2]) / 2 end;
@@ -80,8 +84,10 @@ for t in "${threads[@]}"; do
     ($dwell | map(.ttft_ms.median) | median) as $dttft |
     ($llama | map(.[] | select(.n_prompt > 0 and .n_gen == 0) | .avg_ts) | median) as $lpp |
     ($llama | map(.[] | select(.n_gen > 0 and .n_prompt == 0) | .avg_ts) | median) as $ltg |
-    ($probe[0].read_gb_per_s.max * 1e9) as $bw |
     $dwell[0] as $d |
+    ([range(0; [$dwell, $probe] | map(length) | min)] |
+      map(ratio($d.weight_bytes_per_token * $dwell[.].decode_tokens_per_second.median;
+                $probe[.].read_gb_per_s.max * 1e9)) | median) as $roofline |
     {threads: $t, model: $d.model, n_prompt: $d.n_prompt, n_gen: $d.n_gen,
      repetitions: $d.repetitions, rounds: $rounds, backends: $d.backends,
      dwell: {prefill_tokens_per_second: $dpp, decode_tokens_per_second: $dtg, ttft_ms: $dttft,
@@ -91,6 +97,7 @@ for t in "${threads[@]}"; do
           dwell_over_llama_cpp: {prefill: ratio($dpp; $lpp), decode: ratio($dtg; $ltg)}}
        else {} end)
     + {weight_bytes_per_token: $d.weight_bytes_per_token,
-       read_gb_per_s: $probe[0].read_gb_per_s.max,
-       decode_roofline_ratio: ratio($d.weight_bytes_per_token * $dtg; $bw)}'
+       read_gb_per_s: ($probe | map(.read_gb_per_s.max) | median),
+       read_gb_per_s_rounds: ($probe | map(.read_gb_per_s.max)),
+       decode_roofline_ratio: $roofline}'
 done

@@ -34,6 +34,9 @@ namespace {
 using namespace x86;
 
 constexpr int kR = 8;
+// Blocks per scale group in the Q4_0 / Q8_0 layout (PackD16): four blocks'
+// scales of 8 rows fill one cache line.
+constexpr int kD16Group = 4;
 constexpr int kC = 4;
 
 inline __m256i bcast4(const void* p) {
@@ -221,16 +224,17 @@ void quantize_act_q8_K_avx2(const float* x, int64_t k, void* out) {
 template <int NC>
 void q4_0_tile(int64_t k, const unsigned char* block, int nr, const unsigned char* acts,
                size_t stride, float* out, size_t out_stride) {
-    using P = PackQ4_0<kR>;
-    const unsigned char* scales = block + P::scales_offset(k);
+    using P = PackQ4_0<kR, kD16Group>;
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[NC];
     for (auto& a : acc) a = _mm256_setzero_ps();
     const int64_t nb = k / 32;
     for (int64_t b = 0; b < nb; ++b) {
-        const unsigned char* wq = block + b * P::kQuantBytes;
-        prefetch_ahead<P::kQuantBytes>(wq);
+        const unsigned char* wq = block + P::quant_offset(b);
+        // Quants and scales are one stream; this block's share of it.
+        prefetch_ahead<(P::kStreamBytes + 63) / 64 * 64>(block +
+                                                         static_cast<size_t>(b) * P::kStreamBytes);
         __m256i s16[NC];
         for (auto& v : s16) v = _mm256_setzero_si256();
         for (int j = 0; j < 4; ++j) {
@@ -243,7 +247,7 @@ void q4_0_tile(int64_t k, const unsigned char* block, int nr, const unsigned cha
                 s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(hi, bcast4(xq + 16)));
             }
         }
-        const __m256 dw = load_fp16x8(scales + b * kR * 2);
+        const __m256 dw = load_fp16x8(block + P::scale_offset(k, b));
         for (int c = 0; c < NC; ++c) {
             const unsigned char* a = acts + c * stride;
             const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(s16[c], ones),
@@ -258,15 +262,16 @@ void q4_0_tile(int64_t k, const unsigned char* block, int nr, const unsigned cha
 template <int NC>
 void q8_0_tile(int64_t k, const unsigned char* block, int nr, const unsigned char* acts,
                size_t stride, float* out, size_t out_stride) {
-    using P = PackQ8_0<kR, false>;
-    const unsigned char* scales = block + P::scales_offset(k);
+    using P = PackQ8_0<kR, false, kD16Group>;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[NC];
     for (auto& a : acc) a = _mm256_setzero_ps();
     const int64_t nb = k / 32;
     for (int64_t b = 0; b < nb; ++b) {
-        const unsigned char* wq = block + b * P::kQuantBytes;
-        prefetch_ahead<P::kQuantBytes>(wq);
+        const unsigned char* wq = block + P::quant_offset(b);
+        // Quants and scales are one stream; this block's share of it.
+        prefetch_ahead<(P::kStreamBytes + 63) / 64 * 64>(block +
+                                                         static_cast<size_t>(b) * P::kStreamBytes);
         __m256i isum[NC];
         for (auto& v : isum) v = _mm256_setzero_si256();
         for (int j = 0; j < 8; ++j) {
@@ -278,7 +283,7 @@ void q8_0_tile(int64_t k, const unsigned char* block, int nr, const unsigned cha
                 isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, ones));
             }
         }
-        const __m256 dw = load_fp16x8(scales + b * kR * 2);
+        const __m256 dw = load_fp16x8(block + P::scale_offset(k, b));
         for (int c = 0; c < NC; ++c) {
             const __m256 dx = _mm256_set1_ps(ActQ8_0::d(acts + c * stride, k)[b]);
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, dx), acc[c]);
@@ -581,11 +586,12 @@ GemmKernel make_kernel(const char* name) {
 
 const GemmKernel* gemm_kernel_avx2(dwell_dtype t) {
     static const GemmKernel q4_0 =
-        make_kernel<PackQ4_0<kR>, DWELL_Q4_0, act_bytes_q8_0, quantize_act_q8_0_avx2<8>,
+        make_kernel<PackQ4_0<kR, kD16Group>, DWELL_Q4_0, act_bytes_q8_0, quantize_act_q8_0_avx2<8>,
                     q4_0_tile<1>, q4_0_tile<2>, q4_0_tile<3>, q4_0_tile<4>>("q4_0/avx2");
     static const GemmKernel q8_0 =
-        make_kernel<PackQ8_0<kR, false>, DWELL_Q8_0, act_bytes_q8_0, quantize_act_q8_0_avx2<0>,
-                    q8_0_tile<1>, q8_0_tile<2>, q8_0_tile<3>, q8_0_tile<4>>("q8_0/avx2");
+        make_kernel<PackQ8_0<kR, false, kD16Group>, DWELL_Q8_0, act_bytes_q8_0,
+                    quantize_act_q8_0_avx2<0>, q8_0_tile<1>, q8_0_tile<2>, q8_0_tile<3>,
+                    q8_0_tile<4>>("q8_0/avx2");
     static const GemmKernel q4_K =
         make_kernel<PackQ4_K<kR>, DWELL_Q4_K, act_bytes_q8_K, quantize_act_q8_K_avx2, q4_K_tile<1>,
                     q4_K_tile<2>, q4_K_tile<3>, q4_K_tile<4>>("q4_K/avx2");

@@ -212,38 +212,54 @@ inline uint16_t load_u16(const unsigned char* p) {
 // Q4_0 and Q8_0, whose blocks are an fp16 d then the quants: quants
 // [block][j][R lanes][4 bytes] (bytes 4j..4j+3 of the block's qs; Q4_0's
 // low nibbles are elements 4j.., high nibbles 16 + 4j..; Q8_0's sign bit
-// flipped when Flip so they read as uint8 q + 128), then the scales
-// [block][R] fp16 in their own 64-byte aligned region.
-template <int R, typename Block, bool Flip>
+// flipped when Flip so they read as uint8 q + 128) and the scales [block][R]
+// fp16. With G = 0 the scales follow all the quants in their own 64-byte
+// aligned region; with G > 0 every group of G blocks is its quants then its
+// scales padded to 64 bytes, so one-token decode reads a single stream.
+template <int R, typename Block, bool Flip, int G = 0>
 struct PackD16 {
     static constexpr int kQsBytes = sizeof(Block::qs);
     static constexpr size_t kQuantBytes = kQsBytes * R;  // per block of 32
-    static size_t scales_offset(int64_t k) { return (k / 32) * kQuantBytes; }
+    static constexpr size_t kScaleBytes = 2 * R;         // per block of 32
+    static constexpr size_t kGroupBytes = G * kQuantBytes + (G * kScaleBytes + 63) / 64 * 64;
+    // Bytes of the stream per block, on average.
+    static constexpr size_t kStreamBytes = G > 0 ? kGroupBytes / G : kQuantBytes;
+    static size_t quant_offset(int64_t b) {
+        const auto ub = static_cast<size_t>(b);
+        if constexpr (G > 0) return ub / G * kGroupBytes + ub % G * kQuantBytes;
+        return ub * kQuantBytes;
+    }
+    static size_t scale_offset(int64_t k, int64_t b) {
+        const auto ub = static_cast<size_t>(b);
+        if constexpr (G > 0) return ub / G * kGroupBytes + G * kQuantBytes + ub % G * kScaleBytes;
+        return static_cast<size_t>(k / 32) * kQuantBytes + ub * kScaleBytes;
+    }
     static size_t bytes(int64_t k) {
-        return scales_offset(k) + round_up_64(static_cast<size_t>(k / 32) * 2 * R);
+        const auto nb = static_cast<size_t>(k / 32);
+        if constexpr (G > 0) return (nb + G - 1) / G * kGroupBytes;
+        return nb * kQuantBytes + round_up_64(nb * kScaleBytes);
     }
     static void pack(const void* w, size_t row_bytes, int nr, int64_t k, void* out) {
         const auto* src = byte_ptr(w);
         auto* dst = static_cast<unsigned char*>(out);
         std::memset(dst, 0, bytes(k));
-        auto* scales = dst + scales_offset(k);
         for (int64_t b = 0; b < k / 32; ++b) {
             const size_t blk = static_cast<size_t>(b) * sizeof(Block);
             for (int j = 0; j < kQsBytes / 4; ++j) {
                 put_lanes<R, Flip>(src, row_bytes, nr, blk + offsetof(Block, qs) + 4 * j,
-                                   dst + b * kQuantBytes + j * 4 * R);
+                                   dst + quant_offset(b) + j * 4 * R);
             }
             for (int r = 0; r < nr; ++r) {
-                std::memcpy(scales + (b * R + r) * 2, src + r * row_bytes + blk, 2);
+                std::memcpy(dst + scale_offset(k, b) + r * 2, src + r * row_bytes + blk, 2);
             }
         }
     }
 };
 
-template <int R>
-using PackQ4_0 = PackD16<R, dwell_block_q4_0, false>;
-template <int R, bool Flip>
-using PackQ8_0 = PackD16<R, dwell_block_q8_0, Flip>;
+template <int R, int G = 0>
+using PackQ4_0 = PackD16<R, dwell_block_q4_0, false, G>;
+template <int R, bool Flip, int G = 0>
+using PackQ8_0 = PackD16<R, dwell_block_q8_0, Flip, G>;
 
 // Q4_1, Q5_0 and Q5_1, per block of 32: nibbles [j = 0..3][R][4] (the
 // file's qs bytes 4j..4j+3: low nibbles elements 4j.., high ones 16 + 4j..),

@@ -48,9 +48,10 @@ void pin_thread(pthread_t thread, const std::vector<int>& cpus) {
 
 ThreadPool::ThreadPool(unsigned nthreads, std::vector<int> cpus) : cpus_(std::move(cpus)) {
     const unsigned n = std::max(1u, nthreads);
+    shares_ = std::vector<Share>(n);
     workers_.reserve(n - 1);
     for (unsigned i = 1; i < n; ++i) {
-        workers_.emplace_back([this] { worker_loop(); });
+        workers_.emplace_back([this, i] { worker_loop(i); });
         if (!cpus_.empty()) pin_thread(workers_.back().native_handle(), cpus_);
     }
 }
@@ -69,21 +70,35 @@ unsigned ThreadPool::default_threads() {
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
-void ThreadPool::run_ranges() {
+namespace {
+
+constexpr uint64_t pack_bounds(int64_t front, int64_t back) {
+    return static_cast<uint64_t>(front) | (static_cast<uint64_t>(back) << 32);
+}
+
+}  // namespace
+
+bool ThreadPool::claim(unsigned s, bool from_front, int64_t& begin, int64_t& end) {
+    std::atomic<uint64_t>& bounds = shares_[s].bounds;
+    uint64_t seen = bounds.load(std::memory_order_relaxed);
     for (;;) {
-        const int64_t i = job_next_.fetch_add(1, std::memory_order_relaxed);
-        if (i >= job_ranges_) break;
-        int64_t begin, end;
-        if (job_chunk_ > 0) {
-            begin = i * job_chunk_;
-            end = std::min(job_n_, begin + job_chunk_);
+        const auto front = static_cast<int64_t>(seen & 0xffffffffu);
+        const auto back = static_cast<int64_t>(seen >> 32);
+        if (front >= back) return false;
+        if (from_front) {
+            begin = front;
+            end = std::min(back, front + job_chunk_);
         } else {
-            // Fixed boundaries whoever runs them: results that depend on the
-            // split stay the same from run to run.
-            begin = job_n_ * i / job_ranges_;
-            end = job_n_ * (i + 1) / job_ranges_;
+            begin = std::max(front, back - job_chunk_);
+            end = back;
         }
-        if (begin >= end) continue;
+        const uint64_t next = from_front ? pack_bounds(end, back) : pack_bounds(front, begin);
+        if (bounds.compare_exchange_weak(seen, next, std::memory_order_relaxed)) return true;
+    }
+}
+
+void ThreadPool::run_ranges(unsigned home) {
+    const auto run = [&](int64_t begin, int64_t end) {
         // Every range runs even after another one threw.
         try {
             (*job_)(begin, end);
@@ -91,6 +106,26 @@ void ThreadPool::run_ranges() {
             std::lock_guard lock(error_mutex_);
             if (!job_error_) job_error_ = std::current_exception();
         }
+    };
+    if (job_chunk_ > 0) {
+        const auto n = static_cast<unsigned>(shares_.size());
+        int64_t begin = 0, end = 0;
+        while (claim(home, true, begin, end)) run(begin, end);
+        // Then the others' shares from their far end, nearest share first.
+        for (unsigned i = 1; i < n; ++i) {
+            const unsigned victim = (home + i) % n;
+            while (claim(victim, false, begin, end)) run(begin, end);
+        }
+        return;
+    }
+    for (;;) {
+        const int64_t i = job_next_.fetch_add(1, std::memory_order_relaxed);
+        if (i >= job_ranges_) break;
+        // Fixed boundaries whoever runs them: results that depend on the
+        // split stay the same from run to run.
+        const int64_t begin = job_n_ * i / job_ranges_;
+        const int64_t end = job_n_ * (i + 1) / job_ranges_;
+        if (begin < end) run(begin, end);
     }
 }
 
@@ -113,7 +148,17 @@ void ThreadPool::parallel_for_dynamic(int64_t n, const RangeFn& fn, int64_t chun
         fn(0, n);
         return;
     }
-    run_job(fn, n, (n + chunk - 1) / chunk, chunk);
+    // Shares hold 32-bit bounds; a larger job keeps equal static parts.
+    if (n > INT32_MAX) {
+        run_job(fn, n, size(), 0);
+        return;
+    }
+    const auto threads = static_cast<int64_t>(size());
+    for (int64_t s = 0; s < threads; ++s) {
+        shares_[static_cast<size_t>(s)].bounds.store(
+            pack_bounds(n * s / threads, n * (s + 1) / threads), std::memory_order_relaxed);
+    }
+    run_job(fn, n, threads, chunk);
 }
 
 // The caller publishes the job, takes ranges itself, then closes the job and
@@ -137,7 +182,7 @@ void ThreadPool::run_job(const RangeFn& fn, int64_t n, int64_t ranges, int64_t c
         start_cv_.notify_all();
     }
 
-    run_ranges();
+    run_ranges(0);
 
     // Closing first, then reading active_ (both seq_cst, mirrored in
     // worker_loop): a worker either is counted here, or sees the job closed
@@ -176,13 +221,13 @@ uint64_t ThreadPool::wait_for_job(uint64_t seen) {
     return generation_.load(std::memory_order_acquire);
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(unsigned home) {
     uint64_t seen = 0;
     for (;;) {
         seen = wait_for_job(seen);
         if (stop_.load(std::memory_order_acquire)) return;
         active_.fetch_add(1, std::memory_order_seq_cst);
-        if (open_.load(std::memory_order_seq_cst) == seen) run_ranges();
+        if (open_.load(std::memory_order_seq_cst) == seen) run_ranges(home);
         active_.fetch_sub(1, std::memory_order_release);
     }
 }

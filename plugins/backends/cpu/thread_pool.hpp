@@ -50,19 +50,31 @@ public:
     // threw, after every range has finished.
     void parallel_for(int64_t n, const RangeFn& fn, int64_t min_chunk = 1);
 
-    // Like parallel_for, but threads take ranges of `chunk` items from a
-    // shared counter until none is left, so a thread the OS delays (or a
-    // slower core) does less instead of holding everyone up. Which thread
-    // runs which range varies from call to call: use it only where a range's
-    // result does not depend on who computes it.
+    // Like parallel_for, but balanced at run time: [0, n) is cut into one
+    // contiguous share per thread, each thread takes ranges of at most
+    // `chunk` items from the front of its own share, then from the back of
+    // the others' shares, so a thread the OS delays (or a slower core) does
+    // less instead of holding everyone up, while each thread still walks
+    // one contiguous stretch (memory prefetching carries across its
+    // ranges). Which thread runs which range varies from call to call: use
+    // it only where a range's result does not depend on who computes it.
     void parallel_for_dynamic(int64_t n, const RangeFn& fn, int64_t chunk);
 
     // The default size: one thread per hardware thread, at least one.
     static unsigned default_threads();
 
 private:
-    void worker_loop();
-    void run_ranges();
+    // One thread's share of a dynamic job: [front, back) packed in one word
+    // so that the owner (front) and thieves (back) claim with one CAS.
+    struct alignas(64) Share {
+        std::atomic<uint64_t> bounds{0};
+    };
+
+    void worker_loop(unsigned home);
+    void run_ranges(unsigned home);
+    // Claims up to job_chunk_ items of share s, from its front when
+    // from_front, else from its back; false when the share is empty.
+    bool claim(unsigned s, bool from_front, int64_t& begin, int64_t& end);
     void run_job(const RangeFn& fn, int64_t n, int64_t ranges, int64_t chunk);
     // Waits (spinning, then blocking) until generation_ differs from seen.
     uint64_t wait_for_job(uint64_t seen);
@@ -86,8 +98,9 @@ private:
     const RangeFn* job_ = nullptr;
     int64_t job_n_ = 0;
     int64_t job_ranges_ = 0;
-    int64_t job_chunk_ = 0;             // > 0: ranges of this size; 0: job_ranges_ equal parts
-    std::atomic<int64_t> job_next_{0};  // the next range to take
+    int64_t job_chunk_ = 0;             // > 0: shares (dynamic); 0: job_ranges_ equal parts
+    std::atomic<int64_t> job_next_{0};  // the next range to take (equal parts)
+    std::vector<Share> shares_;         // one per thread (dynamic jobs)
     std::mutex error_mutex_;
     std::exception_ptr job_error_;
 };

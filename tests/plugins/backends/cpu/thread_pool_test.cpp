@@ -84,18 +84,49 @@ TEST(ThreadPool, MoreThreadsThanCoresStillFinish) {
 }
 
 TEST(ThreadPool, DynamicRangesCoverEveryIndexOnce) {
-    ThreadPool pool(3);
-    for (int64_t n : {1, 5, 63, 64, 65, 1000}) {
-        for (int64_t chunk : {1, 4, 64}) {
-            std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    for (unsigned threads : {2u, 3u, 5u}) {
+        ThreadPool pool(threads);
+        for (int64_t n : {1, 2, 3, 5, 63, 64, 65, 1000}) {
+            for (int64_t chunk : {1, 4, 64}) {
+                std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+                pool.parallel_for_dynamic(
+                    n,
+                    [&](int64_t b, int64_t e) {
+                        EXPECT_LE(e - b, chunk);
+                        for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+                    },
+                    chunk);
+                for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1);
+            }
+        }
+    }
+}
+
+// Each thread walks its own contiguous share front to back (so prefetching
+// carries from one range into the next); others take from the share's far
+// end. The caller's share is the first: what the caller runs of [0, 300)
+// is one ascending run from 0.
+TEST(ThreadPool, DynamicRangesWalkTheOwnShareInOrder) {
+    for (unsigned threads : {2u, 3u, 5u}) {
+        ThreadPool pool(threads);
+        for (int job = 0; job < 50; ++job) {
+            const std::thread::id caller = std::this_thread::get_id();
+            const int64_t share = 900 / threads;
+            std::vector<std::pair<int64_t, int64_t>> mine;  // only the caller writes
+            std::vector<std::atomic<int>> hits(900);
             pool.parallel_for_dynamic(
-                n,
+                900,
                 [&](int64_t b, int64_t e) {
-                    EXPECT_LE(e - b, chunk);
+                    if (std::this_thread::get_id() == caller && b < share) mine.emplace_back(b, e);
                     for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
                 },
-                chunk);
-            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1);
+                7);
+            for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
+            int64_t next = 0;
+            for (const auto& [b, e] : mine) {
+                ASSERT_EQ(b, next) << threads << " threads, job " << job;
+                next = e;
+            }
         }
     }
 }
