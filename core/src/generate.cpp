@@ -35,7 +35,7 @@ GenerationStats generate(Session& session, std::span<const int32_t> prompt, int3
         ++stats.n_generated;
         if (!on_token(token)) break;
         if (i + 1 == n_predict) break;
-        if (session.n_past() >= session.n_ctx()) {
+        if (session.n_past() >= session.n_ctx() && !session.shifts_context()) {
             stats.stopped_at_context = true;
             break;
         }

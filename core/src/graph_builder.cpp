@@ -318,14 +318,24 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
                      "q " + shape_str(q) + ", k " + shape_str(k) + ", v " + shape_str(v) +
                          " are not [hd, n_head, T], [hd, n_kv, T] with n_head a multiple of n_kv");
             }
-            if (kc.ne[0] != k.ne[0] * k.ne[1] || !same_shape(kc, vc) || kc.dtype != vc.dtype) {
+            // Paged (graph.h): a page space and an I32 page table [2, n].
+            const bool paged = vc.dtype == DWELL_I32;
+            if (paged) {
+                if (kc.ne[0] != k.ne[0] * k.ne[1] || kc.n_dims != 3 || vc.n_dims != 2 ||
+                    vc.ne[0] != 2) {
+                    fail(op, "paged cache " + shape_str(kc) + " / page table " + shape_str(vc) +
+                                 " are not [" + std::to_string(k.ne[0] * k.ne[1]) +
+                                 ", rows_per_page, n_pages] and [2, n_logical]");
+                }
+            } else if (kc.ne[0] != k.ne[0] * k.ne[1] || !same_shape(kc, vc) ||
+                       kc.dtype != vc.dtype) {
                 fail(op, "caches " + shape_str(kc) + " / " + shape_str(vc) +
                              " do not hold rows of " + std::to_string(k.ne[0] * k.ne[1]));
             }
             if (!is_vector(pos) || pos.ne[0] != q.ne[2])
                 fail(op, "positions must have one entry per token");
-            // The op writes into inputs 3 and 4: they must be two distinct
-            // KV caches, never weights (read-only mappings) or activations.
+            // The op writes into input 3 (and 4 unless paged): they must be
+            // the KV cache, never weights (read-only mappings) or activations.
             const int32_t kc_root = graph_.storage_of(in[3]), vc_root = graph_.storage_of(in[4]);
             if (graph_.slots[kc_root].role != TensorRole::Cache ||
                 graph_.slots[vc_root].role != TensorRole::Cache ||

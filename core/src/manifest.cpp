@@ -339,7 +339,11 @@ private:
     }
 
     void parse_kv(const toml::table& t, Manifest& m) const {
-        check_keys(t, "[kv]", std::array{"dtype"});
+        check_keys(t, "[kv]", std::array{"dtype", "prefix_cache_mb"});
+        if (const toml::node* n = t.get("prefix_cache_mb")) {
+            m.kv.prefix_cache_bytes =
+                static_cast<uint64_t>(int_of(*n, "[kv] prefix_cache_mb", 0, 1 << 20)) << 20;
+        }
         if (const toml::node* n = t.get("dtype")) {
             const std::string v = string_of(*n, "[kv] dtype");
             std::vector<std::string_view> names;

@@ -19,6 +19,20 @@ namespace {
 constexpr size_t kMinChunkBytes = size_t{4} << 20;
 }  // namespace
 
+const char* memory_use_name(MemoryUse use) {
+    switch (use) {
+        case MemoryUse::Weights:
+            return "weights";
+        case MemoryUse::Kv:
+            return "KV cache";
+        case MemoryUse::Activations:
+            return "activations";
+        case MemoryUse::Other:
+            break;
+    }
+    return "other";
+}
+
 struct MemoryPool::Chunk {
     uint8_t* base = nullptr;
     size_t n_pages = 0;
@@ -47,7 +61,8 @@ struct MemoryPool::Chunk {
 PoolBuffer::PoolBuffer(PoolBuffer&& other) noexcept
     : pool_(std::exchange(other.pool_, nullptr)),
       data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      use_(other.use_) {}
 
 PoolBuffer& PoolBuffer::operator=(PoolBuffer&& other) noexcept {
     if (this != &other) {
@@ -55,6 +70,7 @@ PoolBuffer& PoolBuffer::operator=(PoolBuffer&& other) noexcept {
         pool_ = std::exchange(other.pool_, nullptr);
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
+        use_ = other.use_;
     }
     return *this;
 }
@@ -64,7 +80,7 @@ PoolBuffer::~PoolBuffer() {
 }
 
 void PoolBuffer::release() noexcept {
-    if (pool_ && data_) pool_->give_back(data_, size_);
+    if (pool_ && data_) pool_->give_back(data_, size_, use_);
     pool_ = nullptr;
     data_ = nullptr;
     size_ = 0;
@@ -100,18 +116,70 @@ MemoryPool::MemoryPool(size_t page_size, uint64_t budget_bytes)
 
 MemoryPool::~MemoryPool() = default;
 
+void MemoryPool::check_budget(uint64_t bytes, std::string_view what) {
+    if (budget_ == 0 || (stats_.used_bytes <= budget_ && bytes <= budget_ - stats_.used_bytes)) {
+        return;
+    }
+    ++stats_.failed_allocations;
+    std::string in_use;
+    for (int u = 0; u < kMemoryUses; ++u) {
+        if (stats_.used_by[u] == 0) continue;
+        if (!in_use.empty()) in_use += ", ";
+        in_use += memory_use_name(static_cast<MemoryUse>(u));
+        in_use += ' ';
+        in_use += format_bytes(stats_.used_by[u]);
+    }
+    std::string message(what);
+    message += " needs ";
+    message += format_bytes(bytes);
+    message += " but the memory budget of ";
+    message += format_bytes(budget_);
+    message += " has ";
+    message += format_bytes(stats_.used_bytes < budget_ ? budget_ - stats_.used_bytes : 0);
+    message += " left (in use: ";
+    message += in_use.empty() ? std::string("nothing") : in_use;
+    message +=
+        "): raise [memory] budget_mb or --memory-budget, or use a smaller context or "
+        "--kv-type q8_0";
+    throw Error(DWELL_ERR_OUT_OF_MEMORY, message);
+}
+
+void MemoryPool::add_use(uint64_t bytes, MemoryUse use) {
+    stats_.used_bytes += bytes;
+    stats_.used_by[static_cast<int>(use)] += bytes;
+    stats_.peak_used_bytes = std::max(stats_.peak_used_bytes, stats_.used_bytes);
+}
+
+template <class Request>
+auto MemoryPool::with_reclaim(uint64_t bytes, Request request) -> decltype(request()) {
+    try {
+        return request();
+    } catch (const Error& e) {
+        if (e.status() != DWELL_ERR_OUT_OF_MEMORY || !reclaimer_ || reclaimer_(bytes) == 0) throw;
+    }
+    return request();
+}
+
+void MemoryPool::charge_once(uint64_t bytes, MemoryUse use, std::string_view what) {
+    std::lock_guard lock(mutex_);
+    check_budget(bytes, what);
+    add_use(bytes, use);
+}
+
+void MemoryPool::charge(uint64_t bytes, MemoryUse use, std::string_view what) {
+    with_reclaim(bytes, [&] { charge_once(bytes, use, what); });
+}
+
+void MemoryPool::uncharge(uint64_t bytes, MemoryUse use) noexcept {
+    std::lock_guard lock(mutex_);
+    stats_.used_bytes -= std::min(bytes, stats_.used_bytes);
+    uint64_t& by = stats_.used_by[static_cast<int>(use)];
+    by -= std::min(bytes, by);
+}
+
 void* MemoryPool::take_pages(size_t n_pages, std::string_view what) {
     const uint64_t bytes = uint64_t{n_pages} * page_size_;
-    if (budget_ != 0 && stats_.used_bytes + bytes > budget_) {
-        ++stats_.failed_allocations;
-        throw Error(DWELL_ERR_OUT_OF_MEMORY,
-                    std::string(what) + " needs " + format_bytes(bytes) +
-                        " but the memory budget of " + format_bytes(budget_) + " has " +
-                        format_bytes(budget_ - stats_.used_bytes) + " left (" +
-                        format_bytes(stats_.used_bytes) +
-                        " in use): raise [memory] budget_mb or --memory-budget, or use a smaller "
-                        "context");
-    }
+    check_budget(bytes, what);
     for (auto& chunk : chunks_) {
         if (chunk->n_free < n_pages) continue;
         size_t first = chunk->find_run(n_pages);
@@ -141,7 +209,7 @@ void* MemoryPool::take_pages(size_t n_pages, std::string_view what) {
     return base;
 }
 
-PoolBuffer MemoryPool::allocate(size_t bytes, std::string_view what) {
+PoolBuffer MemoryPool::allocate(size_t bytes, std::string_view what, MemoryUse use) {
     // bytes / page + remainder: the usual (bytes + page - 1) / page wraps near SIZE_MAX.
     const size_t n_pages = std::max<size_t>(1, bytes / page_size_ + (bytes % page_size_ != 0));
     if (n_pages > (uint64_t{1} << 40) / page_size_) {
@@ -151,12 +219,16 @@ PoolBuffer MemoryPool::allocate(size_t bytes, std::string_view what) {
             DWELL_ERR_OUT_OF_MEMORY,
             std::string(what) + " asks for " + format_bytes(bytes) + ", more than any device has");
     }
+    return with_reclaim(uint64_t{n_pages} * page_size_,
+                        [&] { return allocate_once(n_pages, what, use); });
+}
+
+PoolBuffer MemoryPool::allocate_once(size_t n_pages, std::string_view what, MemoryUse use) {
     std::lock_guard lock(mutex_);
     void* p = take_pages(n_pages, what);
-    stats_.used_bytes += uint64_t{n_pages} * page_size_;
-    stats_.peak_used_bytes = std::max(stats_.peak_used_bytes, stats_.used_bytes);
+    add_use(uint64_t{n_pages} * page_size_, use);
     ++stats_.allocations;
-    return PoolBuffer(this, p, n_pages * page_size_);
+    return PoolBuffer(this, p, n_pages * page_size_, use);
 }
 
 void* MemoryPool::allocate_raw(size_t bytes, std::string_view what) noexcept {
@@ -182,10 +254,10 @@ void MemoryPool::free_raw(void* ptr) noexcept {
         bytes = it->second;
         raw_.erase(it);
     }
-    give_back(ptr, bytes);
+    give_back(ptr, bytes, MemoryUse::Other);
 }
 
-void MemoryPool::give_back(void* ptr, size_t bytes) noexcept {
+void MemoryPool::give_back(void* ptr, size_t bytes, MemoryUse use) noexcept {
     std::lock_guard lock(mutex_);
     auto* p = static_cast<uint8_t*>(ptr);
     for (auto it = chunks_.begin(); it != chunks_.end(); ++it) {
@@ -196,6 +268,7 @@ void MemoryPool::give_back(void* ptr, size_t bytes) noexcept {
         std::fill_n(c.used.begin() + static_cast<std::ptrdiff_t>(first), n, false);
         c.n_free += n;
         stats_.used_bytes -= bytes;
+        stats_.used_by[static_cast<int>(use)] -= bytes;
         --stats_.allocations;
         // Return wholly free chunks to the OS so RSS follows use, but keep
         // one around to avoid map/unmap churn between decode steps.

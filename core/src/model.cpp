@@ -34,6 +34,8 @@ Model::Model(std::unique_ptr<ModelSource> source, std::shared_ptr<LoadedPlugin> 
 
 Model::~Model() {
     if (auto runtime = runtime_.lock()) {
+        if (charged_bytes_ > 0) (*runtime)->uncharge(charged_bytes_, MemoryUse::Weights);
+        (*runtime)->forget_model(id_);
         for (const auto& [name, t] : weights_) {
             if (t.data == nullptr) continue;
             uint64_t last = 0;
@@ -60,6 +62,7 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
     auto plugin = runtime.model_plugin_for(arch, path);
     std::shared_ptr<Model> model(new Model(std::move(source), plugin));  // private constructor
     model->runtime_ = runtime.lifetime();
+    model->id_ = runtime.next_model_id();
     model->architecture_ = arch;
     const dwell_model_plugin* api = plugin->model();
 
@@ -161,6 +164,12 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
         it->second.name = it->first.c_str();
         if (inserted) model->weight_bytes_ += t->size;
     }
+
+    // Mapped weights count against the budget like every other byte, so a
+    // model that cannot fit is refused here rather than killed later.
+    runtime.pool().charge(model->weight_bytes_, MemoryUse::Weights,
+                          "the weights of " + path.string());
+    model->charged_bytes_ = model->weight_bytes_;
 
     model->tokenizer_ = std::make_unique<Tokenizer>(model->source_->tokenizer());
     if (model->tokenizer_->n_vocab() != model->info_.n_vocab) {

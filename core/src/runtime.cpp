@@ -12,6 +12,7 @@
 #include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/mapped_pages.hpp"
+#include "dwell/core/system_memory.hpp"
 
 namespace dwell {
 
@@ -97,6 +98,19 @@ Runtime::Runtime(const RuntimeOptions& options) : strict_(options.strict) {
     choose_manifest(options);
     uint64_t budget = options.memory_budget_bytes.value_or(manifest_.memory.budget_bytes);
     pool_ = std::make_unique<MemoryPool>(manifest_.memory.page_size, budget);
+    // The page space is address space only: as large as the budget, else
+    // as the memory the system has.
+    const uint64_t kv_space = budget ? budget : physical_memory_bytes();
+    kv_pages_ = std::make_unique<KvPagePool>(*pool_, kv_space);
+    kv_prefixes_ = std::make_unique<KvPrefixCache>(
+        *kv_pages_, *pool_,
+        static_cast<int64_t>(options.prefix_cache_bytes.value_or(manifest_.kv.prefix_cache_bytes) /
+                             kv_pages_->page_bytes()));
+    kv_pages_->set_reclaimer([cache = kv_prefixes_.get()](int64_t n) { return cache->reclaim(n); });
+    pool_->set_reclaimer([cache = kv_prefixes_.get(), page = kv_pages_->page_bytes()](uint64_t b) {
+        const auto pages = static_cast<int64_t>(b / page + (b % page != 0));
+        return static_cast<uint64_t>(cache->reclaim(pages)) * page;
+    });
 
     services_.struct_size = sizeof(services_);
     services_.abi_major = DWELL_ABI_MAJOR;

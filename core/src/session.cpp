@@ -1,9 +1,11 @@
 #include "dwell/core/session.hpp"
 
 #include <spdlog/spdlog.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 
 #include "dwell/core/activation_plan.hpp"
 #include "dwell/core/error.hpp"
@@ -47,17 +49,16 @@ int32_t context_size(const Model& model, int32_t requested) {
 // absurd context fails with a message instead of an OOM kill later.
 void check_kv_fits(const Model& model, int64_t n_ctx, dwell_dtype dtype, const MemoryPool& pool) {
     const auto& info = model.info();
-    const uint64_t elem = dwell_dtype_block_bytes(dtype);
-    if (info.n_layer <= 0 || info.kv_width <= 0 || elem == 0) {
+    if (info.n_layer <= 0 || info.kv_width <= 0) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT,
                     model.path().string() + ": the model plugin reports " +
                         std::to_string(info.n_layer) + " layers of KV width " +
                         std::to_string(info.kv_width));
     }
+    const uint64_t row = dwell_row_bytes(dtype, info.kv_width);
     uint64_t bytes = 0;
     const bool wraps =
-        __builtin_mul_overflow(static_cast<uint64_t>(info.kv_width), elem, &bytes) ||
-        __builtin_mul_overflow(bytes, static_cast<uint64_t>(n_ctx), &bytes) ||
+        __builtin_mul_overflow(row, static_cast<uint64_t>(n_ctx), &bytes) ||
         __builtin_mul_overflow(bytes, static_cast<uint64_t>(info.n_layer) * 2, &bytes);
     const uint64_t available = pool.budget_bytes() ? pool.budget_bytes() : available_memory_bytes();
     if (wraps || (available && bytes > available)) {
@@ -67,22 +68,24 @@ void check_kv_fits(const Model& model, int64_t n_ctx, dwell_dtype dtype, const M
                 (wraps ? std::string("more than 2^64 bytes") : format_bytes(bytes)) + " but " +
                 format_bytes(available) +
                 (pool.budget_bytes() ? " is the memory budget" : " of memory is available") +
-                ": use a smaller --ctx or --kv-type f16");
+                ": use a smaller --ctx or --kv-type q8_0");
     }
 }
 
 KvCache make_kv_cache(Runtime& runtime, const Model& model, int32_t n_ctx,
                       std::optional<dwell_dtype> requested) {
     const dwell_dtype dtype = requested.value_or(runtime.manifest().kv.dtype);
-    if (dtype != DWELL_F16 && dtype != DWELL_F32) {
-        throw Error(DWELL_ERR_UNSUPPORTED,
-                    std::string("KV-cache type ") + dwell_dtype_name(dtype) + " (from " +
+    check_kv_fits(model, n_ctx, dtype, runtime.pool());
+    try {
+        return KvCache(runtime.kv_pages(), model.info().n_layer, model.info().kv_width, n_ctx,
+                       dtype);
+    } catch (const Error& e) {
+        throw Error(e.status(),
+                    std::string(e.what()) + " (from " +
                         (requested ? std::string("--kv-type")
                                    : "[kv] dtype in " + runtime.manifest().source.string()) +
-                        ") is not supported yet: use f16 or f32");
+                        ")");
     }
-    check_kv_fits(model, n_ctx, dtype, runtime.pool());
-    return KvCache(runtime.pool(), model.info().n_layer, model.info().kv_width, n_ctx, dtype);
 }
 
 }  // namespace
@@ -93,8 +96,50 @@ Session::Session(Runtime& runtime, std::shared_ptr<const Model> model,
       model_(std::move(model)),
       n_ctx_(context_size(*model_, options.n_ctx)),
       n_batch_(std::max(1, options.n_batch)),
+      on_full_(options.on_full),
+      n_keep_(std::clamp(options.n_keep, 0, n_ctx_)),
       kv_(make_kv_cache(runtime, *model_, n_ctx_, options.kv_dtype)),
-      scheduler_(backend_list(runtime), runtime.strict()) {}
+      scheduler_(backend_list(runtime), runtime.strict()),
+      prefix_root_(KvPrefixCache::root_key(model_->id(), kv_.dtype(), kv_.rows_per_page())) {}
+
+Session::Session(Runtime& runtime, std::shared_ptr<const Model> model, int32_t n_ctx,
+                 int32_t n_batch, KvCache kv)
+    : runtime_(runtime),
+      model_(std::move(model)),
+      n_ctx_(n_ctx),
+      n_batch_(n_batch),
+      kv_(std::move(kv)),
+      scheduler_(backend_list(runtime), runtime.strict()),
+      prefix_root_(KvPrefixCache::root_key(model_->id(), kv_.dtype(), kv_.rows_per_page())) {}
+
+Session::~Session() = default;
+
+void Session::check_cancel() const {
+    if (cancelled()) {
+        throw Error(DWELL_ERR_CANCELLED,
+                    "cancelled after " + std::to_string(n_past_) + " tokens in the context");
+    }
+}
+
+std::span<const float> Session::last_logits() const {
+    const auto n_vocab = static_cast<size_t>(model_->info().n_vocab);
+    if (logits_.size() < n_vocab) return {};
+    return std::span<const float>(logits_).last(n_vocab);
+}
+
+std::unique_ptr<Session> Session::fork() const {
+    std::unique_ptr<Session> copy(new Session(runtime_, model_, n_ctx_, n_batch_, kv_.fork()));
+    copy->n_past_ = n_past_;
+    copy->tokens_ = tokens_;
+    copy->page_keys_ = page_keys_;
+    copy->on_full_ = on_full_;
+    copy->n_keep_ = n_keep_;
+    copy->n_shifted_ = n_shifted_;
+    copy->key_rope_ = key_rope_;
+    const std::span<const float> last = last_logits();
+    copy->logits_.assign(last.begin(), last.end());
+    return copy;
+}
 
 std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all_logits) {
     if (tokens.empty()) throw Error(DWELL_ERR_INVALID_ARGUMENT, "decode: no tokens given");
@@ -106,25 +151,44 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
                                                         std::to_string(n_vocab - 1) + ")");
         }
     }
+    check_cancel();
     if (static_cast<int64_t>(n_past_) + static_cast<int64_t>(tokens.size()) > n_ctx_) {
-        throw Error(DWELL_ERR_OUT_OF_MEMORY, "context full: " + std::to_string(n_past_) + " + " +
-                                                 std::to_string(tokens.size()) +
-                                                 " tokens exceed the context of " +
-                                                 std::to_string(n_ctx_) + " (raise --ctx)");
+        if (on_full_ == ContextFull::Stop ||
+            static_cast<int64_t>(tokens.size()) > int64_t{n_ctx_} - n_keep_) {
+            throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                        "context full: " + std::to_string(n_past_) + " + " +
+                            std::to_string(tokens.size()) + " tokens exceed the context of " +
+                            std::to_string(n_ctx_) +
+                            (on_full_ == ContextFull::Stop
+                                 ? " (raise --ctx, or let the context shift: --ctx-full shift)"
+                                 : " even after dropping all but the " + std::to_string(n_keep_) +
+                                       " kept tokens (raise --ctx or feed fewer tokens at once)"));
+        }
+        shift_for(tokens.size());
     }
     std::vector<float> all;
     const int32_t saved_past = n_past_;
+    const size_t saved_keys = page_keys_.size();
+    std::vector<float> saved_logits = logits_;
     try {
-        for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(n_batch_)) {
+        // Pages another session computed for the same tokens are adopted,
+        // not recomputed (every row's logits were asked for: compute all).
+        const size_t cached = all_logits ? 0 : adopt_cached_prefix(tokens);
+        for (size_t start = cached; start < tokens.size(); start += static_cast<size_t>(n_batch_)) {
+            if (start > cached) check_cancel();
             const size_t n = std::min(tokens.size() - start, static_cast<size_t>(n_batch_));
-            const bool last = start + n == tokens.size();
             run_batch(tokens.subspan(start, n), all_logits);
             if (all_logits) all.insert(all.end(), logits_.begin(), logits_.end());
-            (void)last;
         }
+        publish_pages();
     } catch (...) {
-        // Cache rows past n_past are never read, so rewinding the position undoes the step.
+        // Cache rows past n_past are never read, so rewinding the position
+        // undoes the step; pages taken for them are given back.
         n_past_ = saved_past;
+        tokens_.resize(static_cast<size_t>(saved_past));
+        page_keys_.resize(saved_keys);
+        logits_ = std::move(saved_logits);
+        kv_.truncate(saved_past);
         throw;
     }
     if (all_logits) {
@@ -134,11 +198,70 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
     return std::span<const float>(logits_).last(static_cast<size_t>(n_vocab));
 }
 
-void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
-    const int32_t n_tokens = static_cast<int32_t>(tokens.size());
-    const int32_t n_out = all_logits ? n_tokens : 1;
+size_t Session::adopt_cached_prefix(std::span<const int32_t> tokens) {
+    KvPrefixCache& cache = runtime_.kv_prefixes();
+    const auto rpp = static_cast<size_t>(kv_.rows_per_page());
+    size_t used = 0;
+    while (n_past_ % static_cast<int32_t>(rpp) == 0 &&
+           page_keys_.size() == static_cast<size_t>(n_past_) / rpp &&
+           kv_.n_pages() == static_cast<int64_t>(page_keys_.size()) &&
+           tokens.size() - used >= rpp &&
+           static_cast<int64_t>(n_past_) + static_cast<int64_t>(rpp) <= n_ctx_) {
+        const std::span<const int32_t> page = tokens.subspan(used, rpp);
+        const uint64_t parent = page_keys_.empty() ? prefix_root_ : page_keys_.back();
+        std::optional<KvPrefixCache::Hit> hit = cache.find(parent, page);
+        if (!hit) break;
+        const bool ends = used + rpp == tokens.size();
+        // The last page of the input comes with the logits after it, or is
+        // computed (decode must return them).
+        if (!ends || !hit->logits.empty()) kv_.adopt_page(hit->page_ids);
+        for (int32_t p : hit->page_ids) runtime_.kv_pages().release(p);  // find's references
+        if (ends && hit->logits.empty()) break;
+        tokens_.insert(tokens_.end(), page.begin(), page.end());
+        n_past_ += static_cast<int32_t>(rpp);
+        page_keys_.push_back(hit->key);
+        used += rpp;
+        if (ends) logits_ = std::move(hit->logits);
+    }
+    return used;
+}
 
-    Graph graph;
+void Session::publish_pages() {
+    KvPrefixCache& cache = runtime_.kv_prefixes();
+    const auto rpp = static_cast<size_t>(kv_.rows_per_page());
+    for (size_t i = page_keys_.size(); (i + 1) * rpp <= static_cast<size_t>(n_past_); ++i) {
+        const std::span<const int32_t> page(tokens_.data() + i * rpp, rpp);
+        const uint64_t parent = page_keys_.empty() ? prefix_root_ : page_keys_.back();
+        // The logits after the page go with it when it ends the input, so an
+        // identical prompt later needs no compute.
+        const bool last = (i + 1) * rpp == static_cast<size_t>(n_past_);
+        cache.insert(model_->id(), parent, page, kv_.page_ids(static_cast<int64_t>(i)),
+                     last ? last_logits() : std::span<const float>());
+        page_keys_.push_back(KvPrefixCache::child_key(parent, page));
+    }
+}
+
+void Session::shift_for(size_t n_new) {
+    if (!key_rope_) {
+        Graph graph;
+        build_step_graph(graph, 1, 1);
+        key_rope_ = find_key_rope(graph);
+    }
+    const int64_t needed = int64_t{n_past_} + static_cast<int64_t>(n_new) - n_ctx_;
+    // Half of what may go, as llama.cpp does, so shifts stay rare.
+    const int64_t n_discard = std::max(needed, (int64_t{n_past_} - n_keep_) / 2);
+    shift_context(kv_, *key_rope_, n_keep_, n_discard, n_past_);
+    tokens_.erase(tokens_.begin() + n_keep_, tokens_.begin() + n_keep_ + n_discard);
+    n_past_ -= static_cast<int32_t>(n_discard);
+    n_shifted_ += n_discard;
+    // Pages from n_keep on hold other rows now: their cache keys are void.
+    page_keys_.resize(std::min(page_keys_.size(), static_cast<size_t>(n_keep_) /
+                                                      static_cast<size_t>(kv_.rows_per_page())));
+    spdlog::info("context full: dropped {} tokens after the first {}, {} remain", n_discard,
+                 n_keep_, n_past_);
+}
+
+void Session::build_step_graph(Graph& graph, int32_t n_tokens, int32_t n_out) const {
     GraphBuilder builder(
         graph, [this](std::string_view name) { return model_->weight(name); },
         [this](int32_t layer, int32_t which) { return kv_.tensor(layer, which); });
@@ -146,6 +269,17 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
     model_->build_graph(builder, batch);
     if (graph.output < 0)
         throw Error(DWELL_ERR_INTERNAL, "the model plugin built a graph without an output");
+}
+
+void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
+    const int32_t n_tokens = static_cast<int32_t>(tokens.size());
+    const int32_t n_out = all_logits ? n_tokens : 1;
+
+    kv_.prepare_write(n_past_, n_past_ + n_tokens);
+
+    Graph graph;
+    build_step_graph(graph, n_tokens, n_out);
+    if (!key_rope_) key_rope_ = find_key_rope(graph);
 
     // Host-filled inputs.
     std::vector<int32_t> positions(n_tokens), out_rows(n_out);
@@ -179,7 +313,8 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
     if (arena_.size() < plan.arena_bytes) {
         arena_ = PoolBuffer();  // release first so the budget sees only the new size
         arena_ = runtime_.pool().allocate(
-            plan.arena_bytes, "activations for a batch of " + std::to_string(n_tokens) + " tokens");
+            plan.arena_bytes, "activations for a batch of " + std::to_string(n_tokens) + " tokens",
+            MemoryUse::Activations);
     }
     auto* base = static_cast<uint8_t*>(arena_.data());
     for (size_t i = 0; i < graph.slots.size(); ++i) {
@@ -203,6 +338,194 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
         static_cast<const float*>(graph.slots[graph.storage_of(graph.output)].tensor.data);
     logits_.assign(src, src + n_vocab * n_out);
     n_past_ += n_tokens;
+    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+// ---------------------------------------------------------------------------
+// Save and restore. Little-endian file:
+//   "DWELLSES" u32 version, u32 dtype, u32 n_layer, u64 kv_width, u64 n_vocab,
+//   u64 weight bytes, u32 n_ctx, u32 n_past, u32 n_logits,
+//   i32 tokens[n_past], f32 logits[n_logits],
+//   per layer: K rows [0, n_past) then V rows, u64 XXH3-64 of all before it.
+
+namespace {
+
+constexpr char kSessionMagic[8] = {'D', 'W', 'E', 'L', 'L', 'S', 'E', 'S'};
+constexpr uint32_t kSessionVersion = 1;
+
+struct SessionHeader {
+    char magic[8];
+    uint32_t version;
+    uint32_t dtype;
+    uint32_t n_layer;
+    uint32_t n_ctx;
+    uint64_t kv_width;
+    uint64_t n_vocab;
+    uint64_t weight_bytes;
+    uint32_t n_past;
+    uint32_t n_logits;
+};
+
+class HashedWriter {
+public:
+    explicit HashedWriter(const std::filesystem::path& path)
+        : path_(path), out_(path, std::ios::binary | std::ios::trunc), state_(XXH3_createState()) {
+        if (!out_) fail();
+        XXH3_64bits_reset(state_);
+    }
+    ~HashedWriter() { XXH3_freeState(state_); }
+    HashedWriter(const HashedWriter&) = delete;
+    HashedWriter& operator=(const HashedWriter&) = delete;
+    void write(const void* p, size_t n) {
+        XXH3_64bits_update(state_, p, n);
+        out_.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+        if (!out_) fail();
+    }
+    void finish() {
+        const uint64_t h = XXH3_64bits_digest(state_);
+        out_.write(reinterpret_cast<const char*>(&h), sizeof h);
+        out_.close();
+        if (!out_) fail();
+    }
+
+private:
+    [[noreturn]] void fail() const {
+        throw Error(DWELL_ERR_IO, path_.string() + ": cannot write the session: " +
+                                      std::strerror(errno) + " (check the folder and free space)");
+    }
+    std::filesystem::path path_;
+    std::ofstream out_;
+    XXH3_state_t* state_;
+};
+
+class HashedReader {
+public:
+    explicit HashedReader(const std::filesystem::path& path)
+        : path_(path), in_(path, std::ios::binary), state_(XXH3_createState()) {
+        if (!in_) {
+            throw Error(DWELL_ERR_IO,
+                        path.string() + ": cannot open the session file: " + std::strerror(errno));
+        }
+        XXH3_64bits_reset(state_);
+    }
+    ~HashedReader() { XXH3_freeState(state_); }
+    HashedReader(const HashedReader&) = delete;
+    HashedReader& operator=(const HashedReader&) = delete;
+    void read(void* p, size_t n) {
+        in_.read(static_cast<char*>(p), static_cast<std::streamsize>(n));
+        if (static_cast<size_t>(in_.gcount()) != n) corrupt("the file is truncated");
+        XXH3_64bits_update(state_, p, n);
+    }
+    void finish() {
+        const uint64_t want = XXH3_64bits_digest(state_);
+        uint64_t got = 0;
+        in_.read(reinterpret_cast<char*>(&got), sizeof got);
+        if (in_.gcount() != sizeof got) corrupt("the file is truncated");
+        if (got != want) corrupt("the checksum does not match (the file is damaged)");
+        if (in_.peek() != std::char_traits<char>::eof()) corrupt("bytes follow the checksum");
+    }
+    [[noreturn]] void corrupt(const std::string& why) const {
+        throw Error(DWELL_ERR_CORRUPT, path_.string() + ": not a usable dwell session: " + why);
+    }
+
+private:
+    std::filesystem::path path_;
+    std::ifstream in_;
+    XXH3_state_t* state_;
+};
+
+}  // namespace
+
+void Session::save(const std::filesystem::path& path) const {
+    const auto& info = model_->info();
+    const std::span<const float> logits = last_logits();
+    SessionHeader h{};
+    std::memcpy(h.magic, kSessionMagic, sizeof h.magic);
+    h.version = kSessionVersion;
+    h.dtype = static_cast<uint32_t>(kv_.dtype());
+    h.n_layer = static_cast<uint32_t>(info.n_layer);
+    h.n_ctx = static_cast<uint32_t>(n_ctx_);
+    h.kv_width = static_cast<uint64_t>(info.kv_width);
+    h.n_vocab = static_cast<uint64_t>(info.n_vocab);
+    h.weight_bytes = model_->weight_bytes();
+    h.n_past = static_cast<uint32_t>(n_past_);
+    h.n_logits = static_cast<uint32_t>(logits.size());
+    // Written beside the target and renamed, so a failed save never leaves
+    // a half-written session under the real name.
+    std::filesystem::path tmp = path;
+    tmp += ".partial";
+    try {
+        HashedWriter out(tmp);
+        out.write(&h, sizeof h);
+        out.write(tokens_.data(), tokens_.size() * sizeof(int32_t));
+        out.write(logits.data(), logits.size() * sizeof(float));
+        for (int32_t l = 0; l < info.n_layer; ++l) {
+            for (int32_t which = 0; which < 2; ++which) {
+                for (int32_t pos = 0; pos < n_past_; ++pos) {
+                    out.write(kv_.row(l, which, pos), kv_.row_bytes());
+                }
+            }
+        }
+        out.finish();
+        std::filesystem::rename(tmp, path);
+    } catch (...) {
+        std::error_code ec;
+        std::filesystem::remove(tmp, ec);
+        throw;
+    }
+}
+
+std::unique_ptr<Session> Session::restore(Runtime& runtime, std::shared_ptr<const Model> model,
+                                          const std::filesystem::path& path,
+                                          const SessionOptions& options) {
+    HashedReader in(path);
+    SessionHeader h{};
+    in.read(&h, sizeof h);
+    if (std::memcmp(h.magic, kSessionMagic, sizeof h.magic) != 0) in.corrupt("bad magic");
+    if (h.version != kSessionVersion) {
+        in.corrupt("version " + std::to_string(h.version) + ", this dwell reads " +
+                   std::to_string(kSessionVersion));
+    }
+    const auto& info = model->info();
+    if (h.n_layer != static_cast<uint32_t>(info.n_layer) ||
+        h.kv_width != static_cast<uint64_t>(info.kv_width) ||
+        h.n_vocab != static_cast<uint64_t>(info.n_vocab) ||
+        h.weight_bytes != model->weight_bytes()) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    path.string() + ": the session was saved with another model than " +
+                        model->path().string());
+    }
+    if (h.n_past > h.n_ctx || (h.n_logits != 0 && h.n_logits != h.n_vocab)) {
+        in.corrupt("inconsistent sizes");
+    }
+    SessionOptions so = options;
+    if (so.n_ctx != 0 && so.n_ctx != static_cast<int32_t>(h.n_ctx)) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, path.string() + ": the session has a context of " +
+                                                    std::to_string(h.n_ctx) + " tokens, not " +
+                                                    std::to_string(so.n_ctx));
+    }
+    so.n_ctx = static_cast<int32_t>(h.n_ctx);
+    so.kv_dtype = static_cast<dwell_dtype>(h.dtype);
+    auto session = std::make_unique<Session>(runtime, std::move(model), so);
+    session->tokens_.resize(h.n_past);
+    in.read(session->tokens_.data(), h.n_past * sizeof(int32_t));
+    for (int32_t t : session->tokens_) {
+        if (t < 0 || t >= info.n_vocab) in.corrupt("token id " + std::to_string(t));
+    }
+    session->logits_.resize(h.n_logits);
+    in.read(session->logits_.data(), h.n_logits * sizeof(float));
+    KvCache& kv = session->kv_;
+    kv.prepare_write(0, h.n_past);
+    for (int32_t l = 0; l < info.n_layer; ++l) {
+        for (int32_t which = 0; which < 2; ++which) {
+            for (uint32_t pos = 0; pos < h.n_past; ++pos) {
+                in.read(kv.row(l, which, pos), kv.row_bytes());
+            }
+        }
+    }
+    in.finish();
+    session->n_past_ = static_cast<int32_t>(h.n_past);
+    return session;
 }
 
 }  // namespace dwell

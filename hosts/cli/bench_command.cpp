@@ -94,7 +94,7 @@ struct Repetition {
 int bench_command(const std::vector<std::string>& args) {
     CommonArgs common;
     std::string model_path, kv_type;
-    int32_t n_prompt = 128, n_gen = 64, reps = 5, n_ctx = 0;
+    int32_t n_prompt = 128, n_gen = 64, reps = 5, n_ctx = 0, depth = 0;
     bool json = false;
     po::options_description desc("dwell bench");
     // clang-format off
@@ -104,7 +104,8 @@ int bench_command(const std::vector<std::string>& args) {
         ("n-gen,n", po::value(&n_gen)->default_value(64), "tokens generated one at a time, greedily (decode)")
         ("repetitions,r", po::value(&reps)->default_value(5), "timed repetitions, after one untimed warm-up")
         ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
-        ("kv-type", po::value(&kv_type), "KV-cache type: f32 or f16 (default: the manifest's [kv] dtype)")
+        ("depth,d", po::value(&depth)->default_value(0), "tokens already in the context when prefill and decode are timed")
+        ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32 (default: the manifest's [kv] dtype)")
         ("json", po::bool_switch(&json), "print one JSON object instead of a table");
     // clang-format on
     add_runtime_options(desc, common);
@@ -117,33 +118,52 @@ int bench_command(const std::vector<std::string>& args) {
     if (n_gen < 1) throw po::error("--n-gen " + std::to_string(n_gen) + " must be >= 1");
     if (reps < 1) throw po::error("--repetitions " + std::to_string(reps) + " must be >= 1");
     if (n_ctx < 0) throw po::error("--ctx " + std::to_string(n_ctx) + " must be >= 0");
+    if (depth < 0) throw po::error("--depth " + std::to_string(depth) + " must be >= 0");
     SessionOptions so;
     so.n_ctx = n_ctx;
     // One graph for the whole prompt, as llama-bench's default batch does.
     so.n_batch = std::max(so.n_batch, n_prompt);
     if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
 
-    Runtime runtime(runtime_options(common));
+    RuntimeOptions ro = runtime_options(common);
+    // Every repetition decodes the same prompt: cached pages would make
+    // prefill free, so only the forks of the depth share pages.
+    ro.prefix_cache_bytes = 0;
+    Runtime runtime(ro);
     auto model = Model::load(runtime, model_path);
     const int64_t ctx = n_ctx > 0 ? n_ctx : model->info().n_ctx_train;
-    if (int64_t{n_prompt} + n_gen + 1 > ctx) {
-        throw po::error("-p " + std::to_string(n_prompt) + " + -n " + std::to_string(n_gen) +
-                        " + 1 exceeds the context of " + std::to_string(ctx) + " (raise --ctx)");
+    if (int64_t{depth} + n_prompt + n_gen + 1 > ctx) {
+        throw po::error("--depth " + std::to_string(depth) + " + -p " + std::to_string(n_prompt) +
+                        " + -n " + std::to_string(n_gen) + " + 1 exceeds the context of " +
+                        std::to_string(ctx) + " (raise --ctx)");
     }
     const int32_t n_vocab = static_cast<int32_t>(model->info().n_vocab);
     const std::vector<int32_t> prompt = prompt_ids(model->tokenizer(), n_vocab, n_prompt);
 
-    std::string kv_name;
+    // The context already holds `depth` tokens: filled once, then every
+    // repetition forks it (sharing its pages) and times prefill and decode
+    // on top.
+    Session base(runtime, model, so);
+    const KvCache& kv = base.kv_cache();
+    if (depth > 0) {
+        ProgressBar fill("fill", depth);
+        const std::vector<int32_t> filler = prompt_ids(model->tokenizer(), n_vocab, depth);
+        for (int32_t start = 0; start < depth; start += so.n_batch) {
+            const int32_t n = std::min(so.n_batch, depth - start);
+            base.decode(std::span<const int32_t>(filler).subspan(static_cast<size_t>(start),
+                                                                 static_cast<size_t>(n)));
+            fill.update(start + n);
+        }
+    }
     std::vector<Repetition> runs;
     {
         ProgressBar bar("bench", int64_t{reps + 1} * (n_gen + 1));
         int64_t done = 0;
         for (int32_t rep = 0; rep <= reps; ++rep) {
-            Session session(runtime, model, so);
-            kv_name = session.kv_cache().dtype() == DWELL_F16 ? "f16" : "f32";
+            std::unique_ptr<Session> session = base.fork();
             Repetition r;
             auto t0 = Clock::now();
-            const std::span<const float> logits = session.decode(prompt);
+            const std::span<const float> logits = session->decode(prompt);
             r.prefill_seconds = seconds_since(t0);
             int32_t next = argmax(logits);
             // TTFT includes choosing the token, as a user waits for that too.
@@ -151,13 +171,18 @@ int bench_command(const std::vector<std::string>& args) {
             bar.update(++done);
             t0 = Clock::now();
             for (int32_t i = 0; i < n_gen; ++i) {
-                next = argmax(session.decode(std::span<const int32_t>(&next, 1)));
+                next = argmax(session->decode(std::span<const int32_t>(&next, 1)));
                 bar.update(++done);
             }
             r.decode_seconds = seconds_since(t0);
             if (rep > 0) runs.push_back(r);  // repetition 0 warms caches and page tables
         }
     }
+    const std::string kv_name = dwell_dtype_name(kv.dtype());
+    // What a token costs in pages, padding at the end of each page included.
+    const double kv_page_bytes_per_token = static_cast<double>(runtime.kv_pages().page_bytes()) *
+                                           2.0 * kv.n_layer() /
+                                           static_cast<double>(kv.rows_per_page());
 
     std::vector<double> pp, tg, ttft;
     for (const Repetition& r : runs) {
@@ -188,7 +213,10 @@ int bench_command(const std::vector<std::string>& args) {
             {"backends", backends},
             {"threads", threads},
             {"kv_type", kv_name},
+            {"kv_bytes_per_token", kv.bytes_per_token()},
+            {"kv_page_bytes_per_token", kv_page_bytes_per_token},
             {"n_ctx", ctx},
+            {"depth", depth},
             {"n_prompt", n_prompt},
             {"n_gen", n_gen},
             {"repetitions", reps},
@@ -204,8 +232,10 @@ int bench_command(const std::vector<std::string>& args) {
     for (const auto& b : backends) labels += (labels.empty() ? "" : ", ") + b;
     std::printf("model    %s (%s, weights %s)\n", model->path().c_str(),
                 format_bytes(model_bytes).c_str(), format_bytes(model->weight_bytes()).c_str());
-    std::printf("backends %s | threads %d | ctx %lld | kv %s | %d repetitions\n", labels.c_str(),
-                threads, static_cast<long long>(ctx), kv_name.c_str(), reps);
+    std::printf("backends %s | threads %d | ctx %lld | depth %d | %d repetitions\n", labels.c_str(),
+                threads, static_cast<long long>(ctx), depth, reps);
+    std::printf("kv       %s, %llu bytes per token (%.0f with page padding)\n", kv_name.c_str(),
+                static_cast<unsigned long long>(kv.bytes_per_token()), kv_page_bytes_per_token);
     std::printf("%-18s %10s %10s %10s\n", "test", "median", "min", "max");
     const std::string pp_name = "pp" + std::to_string(n_prompt) + " tok/s";
     const std::string tg_name = "tg" + std::to_string(n_gen) + " tok/s";

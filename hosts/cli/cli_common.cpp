@@ -41,7 +41,10 @@ RuntimeOptions runtime_options(const CommonArgs& args) {
 dwell_dtype parse_kv_type(const std::string& name) {
     if (name == "f32") return DWELL_F32;
     if (name == "f16") return DWELL_F16;
-    throw po::error("--kv-type '" + name + "' is not a KV-cache type (use f32 or f16)");
+    if (name == "q8_0") return DWELL_Q8_0;
+    if (name == "fp8" || name == "fp8_e4m3") return DWELL_FP8_E4M3;
+    throw po::error("--kv-type '" + name +
+                    "' is not a KV-cache type (use f16, q8_0, fp8_e4m3 or f32)");
 }
 
 void set_verbosity(int verbosity) {

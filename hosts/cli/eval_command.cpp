@@ -48,7 +48,7 @@ int eval_command(const std::vector<std::string>& args) {
         ("ids", po::value(&ids_text), "comma-separated token ids, e.g. 1,403,407")
         ("prompt,p", po::value(&prompt), "text to tokenize (with BOS) instead of --ids")
         ("logits", po::value(&logits_path)->required(), "output file: f32 [n_tokens x n_vocab], little-endian")
-        ("kv-type", po::value(&kv_type), "KV-cache type: f32 or f16 (default: the manifest's [kv] dtype)")
+        ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32 (default: the manifest's [kv] dtype)")
         ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)");
     // clang-format on
     add_runtime_options(desc, common);

@@ -41,7 +41,7 @@ int perplexity_command(const std::vector<std::string>& args) {
         ("file,f", po::value(&text_path)->required(), "text file to measure on")
         ("ctx,c", po::value(&n_ctx)->default_value(512), "tokens per chunk (even, >= 8); the second half of each is scored")
         ("batch,b", po::value(&n_batch)->default_value(256), "longest batch run in one graph")
-        ("kv-type", po::value(&kv_type), "KV-cache type: f32 or f16 (default: the manifest's [kv] dtype)")
+        ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32 (default: the manifest's [kv] dtype)")
         ("kl-base-save", po::value(&base_save), "write this run's log-probabilities to FILE, as a base for --kl-base")
         ("kl-base", po::value(&base), "compare with the base in FILE: KL divergence, same top token, both PPLs");
     // clang-format on

@@ -17,8 +17,8 @@ namespace dwell::cli {
 
 int run_command(const std::vector<std::string>& args) {
     CommonArgs common;
-    std::string model_path, prompt, kv_type;
-    int32_t n_predict = 128, n_ctx = 0;
+    std::string model_path, prompt, kv_type, ctx_full = "stop";
+    int32_t n_predict = 128, n_ctx = 0, n_keep = 0;
     bool no_echo = false;
     SamplerParams sp;
     int64_t seed = -1;
@@ -29,7 +29,9 @@ int run_command(const std::vector<std::string>& args) {
         ("prompt,p", po::value(&prompt)->default_value(""), "prompt text (empty: start from BOS)")
         ("n-predict,n", po::value(&n_predict)->default_value(128), "tokens to generate")
         ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
-        ("kv-type", po::value(&kv_type), "KV-cache type: f32 or f16 (default: the manifest's [kv] dtype)")
+        ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32 (default: the manifest's [kv] dtype)")
+        ("ctx-full", po::value(&ctx_full)->default_value("stop"), "when the context is full: stop, or shift (drop the older half after --keep tokens)")
+        ("keep", po::value(&n_keep)->default_value(0), "tokens at the start a context shift never drops")
         ("temp", po::value(&sp.temperature)->default_value(0.8f, "0.8"), "temperature (0: greedy)")
         ("top-k", po::value(&sp.top_k)->default_value(40), "top-k (0: off)")
         ("top-p", po::value(&sp.top_p)->default_value(0.95f, "0.95"), "top-p (1: off)")
@@ -52,6 +54,11 @@ int run_command(const std::vector<std::string>& args) {
     SessionOptions so;
     if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
     so.n_ctx = n_ctx;
+    if (ctx_full != "stop" && ctx_full != "shift")
+        throw po::error("--ctx-full '" + ctx_full + "' must be stop or shift");
+    so.on_full = ctx_full == "shift" ? ContextFull::Shift : ContextFull::Stop;
+    if (n_keep < 0) throw po::error("--keep " + std::to_string(n_keep) + " must be >= 0");
+    so.n_keep = n_keep;
     Session session(runtime, model, so);
     Sampler sampler(sp);
 

@@ -78,7 +78,8 @@ TEST(ManifestTest, ParsesShippedGenericManifest) {
     EXPECT_FALSE(m.memory.mlock);
     EXPECT_EQ(m.cpu.threads, 0);
     EXPECT_EQ(m.cpu.affinity, "any");
-    EXPECT_EQ(m.kv.dtype, DWELL_F32);
+    EXPECT_EQ(m.kv.dtype, DWELL_F16);
+    EXPECT_EQ(m.kv.prefix_cache_bytes, uint64_t{256} << 20);
     EXPECT_TRUE(m.plugins.search_paths.empty());
     EXPECT_TRUE(m.plugins.sha256.empty());
 }

@@ -61,9 +61,12 @@ fs::path write_small_model(const TempDir& dir) {
 }
 
 std::vector<int32_t> greedy_ids(Runtime& runtime, const fs::path& model_path,
-                                const std::string& prompt, int32_t n) {
+                                const std::string& prompt, int32_t n,
+                                std::optional<dwell_dtype> kv_dtype) {
     auto model = Model::load(runtime, model_path);
-    Session session(runtime, model);
+    SessionOptions so;
+    so.kv_dtype = kv_dtype;
+    Session session(runtime, model, so);
     SamplerParams sp;
     sp.temperature = 0;
     Sampler sampler(sp);

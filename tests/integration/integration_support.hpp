@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,8 @@ std::filesystem::path write_small_model(const TempDir& dir);
 
 // Greedy continuation: prompt ids followed by up to n generated ids.
 std::vector<int32_t> greedy_ids(Runtime& runtime, const std::filesystem::path& model,
-                                const std::string& prompt, int32_t n);
+                                const std::string& prompt, int32_t n,
+                                std::optional<dwell_dtype> kv_dtype = std::nullopt);
 
 struct CommandResult {
     int exit_code = -1;

@@ -1,7 +1,10 @@
-// ATTENTION: q [hd, n_head, T], k, v [hd, n_kv, T] F32, k_cache, v_cache
-// [hd * n_kv, n_ctx] F32 or F16, positions I32 [T] -> [hd, n_head, T] F32.
+// ATTENTION: q [hd, n_head, T], k, v [hd, n_kv, T] F32, a KV cache of rows
+// of hd * n_kv values in F32, F16, Q8_0 or FP8_E4M3, positions I32 [T] ->
+// [hd, n_head, T] F32. The cache is contiguous (in3 k_cache, in4 v_cache,
+// [hd * n_kv, n_ctx] each) or paged (in3 a page space, in4 an I32 page
+// table); graph.h has the layouts.
 //
-// First stores k/v of token t into cache row positions[t], then each
+// First stores k/v of token t as cache row positions[t], then each
 // (token, head) attends causally over cache rows 0..positions[t] with kv head
 // h / (n_head / n_kv).
 //
@@ -11,8 +14,16 @@
 // its exps in double. The dots, softmax and weighted value sums run on the
 // vector math table (vec_math.hpp); the value sum adds the positions in
 // order, one multiply and one add per element, so only the q.k dots and the
-// exps round differently from the scalar table.
+// exps round differently from the scalar table. Q8_0 and FP8 caches are read
+// in place, a block or a code at a time; q and the softmax weights meet them
+// as f32, since rounding those too would only add error.
+//
+// Rows of consecutive positions inside one page are evenly strided, so the
+// kernel walks the cache run by run (the contiguous cache being one run) and
+// hands each run to the same vector entries: both forms take the same
+// per-row dots and the same ordered value sums, hence give identical bits.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels.hpp"
@@ -25,10 +36,163 @@ namespace dwell::cpu {
 namespace {
 
 bool is_cache_dtype(dwell_dtype t) {
-    return t == DWELL_F32 || t == DWELL_F16;
+    return t == DWELL_F32 || t == DWELL_F16 || t == DWELL_Q8_0 || t == DWELL_FP8_E4M3;
+}
+
+constexpr const char* kKindName[2] = {"K", "V"};
+
+// The cache rows of one kind (kind 0: K, 1: V): position r is row
+// r % rows_per_page of the page the table names for logical page
+// r / rows_per_page. A contiguous cache is a single page of n_ctx rows.
+class CacheRows {
+public:
+    explicit CacheRows(const dwell_tensor& cache)
+        : data_(static_cast<unsigned char*>(cache.data)),
+          row_stride_(cache.nb[1]),
+          rows_per_page_(cache.ne[1]) {}
+    CacheRows(const dwell_tensor& space, const dwell_tensor& table, int kind)
+        : data_(static_cast<unsigned char*>(space.data)),
+          row_stride_(space.nb[1]),
+          page_stride_(space.nb[2]),
+          rows_per_page_(space.ne[1]),
+          table_(&table),
+          kind_(kind) {}
+
+    uint64_t row_stride() const { return row_stride_; }
+
+    unsigned char* row(int64_t r) const {
+        return page(r / rows_per_page_) + static_cast<uint64_t>(r % rows_per_page_) * row_stride_;
+    }
+
+    // f(first position, its row, count) for each run of rows 0..n-1 that
+    // share a page.
+    template <typename F>
+    void for_each_run(int64_t n, F&& f) const {
+        for (int64_t r0 = 0; r0 < n; r0 += rows_per_page_) {
+            f(r0, static_cast<const unsigned char*>(page(r0 / rows_per_page_)),
+              std::min(rows_per_page_, n - r0));
+        }
+    }
+
+private:
+    unsigned char* page(int64_t logical) const {
+        if (table_ == nullptr) return data_;
+        const auto id = static_cast<uint64_t>(i32_row(*table_, logical)[kind_]);
+        return data_ + id * page_stride_;
+    }
+
+    unsigned char* data_;
+    uint64_t row_stride_;
+    uint64_t page_stride_ = 0;
+    int64_t rows_per_page_;
+    const dwell_tensor* table_ = nullptr;
+    int kind_ = 0;
+};
+
+// What the contents of positions and the page table must satisfy, checked
+// before anything is written: every position inside the cache, every page
+// id the op touches inside the page space, and every page it writes named
+// by no other table entry it reads (else a write would change, or race
+// with, another row it attends over).
+void check_positions_and_pages(const NodeArgs& a, bool paged, const int32_t* pos,
+                               int64_t n_tokens) {
+    const dwell_tensor& cache = a.input(3);
+    const int64_t rows_per_page = cache.ne[1];
+    const int64_t n_logical = paged ? a.input(4).ne[1] : 1;
+    const int64_t capacity = rows_per_page * n_logical;
+    int32_t max_pos = 0;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        if (pos[t] < 0 || pos[t] >= capacity) {
+            throw KernelError(
+                DWELL_ERR_INVALID_ARGUMENT,
+                "position " + std::to_string(pos[t]) + " of token " + std::to_string(t) +
+                    (paged ? " is beyond the page table's " + std::to_string(n_logical) +
+                                 " logical pages of " + std::to_string(rows_per_page) + " rows"
+                           : " is outside the cache's " + std::to_string(capacity) + " rows"));
+        }
+        max_pos = std::max(max_pos, pos[t]);
+    }
+    if (!paged) return;
+
+    const dwell_tensor& table = a.input(4);
+    const int64_t n_pages = cache.ne[2];
+    const int64_t used = max_pos / rows_per_page + 1;
+    const auto entry = [&](int64_t lp, int kind) { return i32_row(table, lp)[kind]; };
+    for (int64_t lp = 0; lp < used; ++lp) {
+        for (int kind = 0; kind < 2; ++kind) {
+            if (entry(lp, kind) < 0 || entry(lp, kind) >= n_pages) {
+                throw KernelError(
+                    DWELL_ERR_INVALID_ARGUMENT,
+                    "page table entry " + std::to_string(lp) + " (" + kKindName[kind] +
+                        ") names page " + std::to_string(entry(lp, kind)) +
+                        ", outside the page space's " + std::to_string(n_pages) + " pages");
+            }
+        }
+    }
+    // A scan per written page, not a sort of the table: decoding writes one
+    // logical page and must not pay for the context's length more than once.
+    std::vector<int64_t> written(static_cast<size_t>(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t) written[static_cast<size_t>(t)] = pos[t] / rows_per_page;
+    std::sort(written.begin(), written.end());
+    written.erase(std::unique(written.begin(), written.end()), written.end());
+    for (const int64_t lp : written) {
+        for (int kind = 0; kind < 2; ++kind) {
+            const int32_t id = entry(lp, kind);
+            int64_t named = 0;
+            for (int64_t other = 0; other < used; ++other) {
+                named += (entry(other, 0) == id) + (entry(other, 1) == id);
+            }
+            if (named > 1) {
+                throw KernelError(DWELL_ERR_INVALID_ARGUMENT,
+                                  "page " + std::to_string(id) + " is written through page " +
+                                      "table entry " + std::to_string(lp) + " (" + kKindName[kind] +
+                                      ") but named by another entry too");
+            }
+        }
+    }
+}
+
+// q . the key row's slice that starts at value `off`.
+float key_dot(const VecKernels& vk, dwell_dtype t, const unsigned char* row, int64_t off,
+              const float* q, int64_t hd) {
+    switch (t) {
+        case DWELL_F16:
+            return vk.dot_f16_f32(row + 2 * off, q, hd);
+        case DWELL_Q8_0:
+            return vk.dot_q8_0_f32(row, off, q, hd);
+        case DWELL_FP8_E4M3:
+            return vk.dot_fp8_f32(row + off, q, hd);
+        default:
+            return vk.dot_f32(reinterpret_cast<const float*>(row) + off, q, hd);
+    }
+}
+
+// acc += sum_j w[j] * the slice from value `off` of value row j.
+void add_values(const VecKernels& vk, dwell_dtype t, const float* w, const unsigned char* rows,
+                int64_t stride, int64_t n_rows, int64_t off, float* acc, int64_t hd) {
+    switch (t) {
+        case DWELL_F16:
+            vk.axpy_f16(w, rows + 2 * off, stride, n_rows, acc, hd);
+            return;
+        case DWELL_Q8_0:
+            vk.axpy_q8_0(w, rows, stride, n_rows, off, acc, hd);
+            return;
+        case DWELL_FP8_E4M3:
+            vk.axpy_fp8(w, rows + off, stride, n_rows, acc, hd);
+            return;
+        default:
+            vk.axpy_f32(w, rows + 4 * off, stride, n_rows, acc, hd);
+            return;
+    }
 }
 
 }  // namespace
+
+bool attention_writes_input4(const dwell_tensor& in4) {
+    int32_t dtype;
+    std::memcpy(&dtype, &in4.dtype, sizeof dtype);
+    return dtype != DWELL_I32;
+}
 
 OpVerdict check_attention(const NodeArgs& a) {
     const dwell_tensor& q = a.input(0);
@@ -38,12 +202,14 @@ OpVerdict check_attention(const NodeArgs& a) {
     const dwell_tensor& vc = a.input(4);
     const dwell_tensor& pos = a.input(5);
     const dwell_tensor& out = a.output();
+    const bool paged = !attention_writes_input4(vc);
     if (q.dtype != DWELL_F32 || k.dtype != DWELL_F32 || v.dtype != DWELL_F32) {
         return unsupported("q, k and v must be F32");
     }
-    if (!is_cache_dtype(kc.dtype) || !is_cache_dtype(vc.dtype)) {
-        return unsupported(std::string("KV cache dtype ") + dwell_dtype_name(kc.dtype) + "/" +
-                           dwell_dtype_name(vc.dtype) + " is not supported (F32 or F16)");
+    if (!is_cache_dtype(kc.dtype) || (!paged && !is_cache_dtype(vc.dtype))) {
+        return unsupported(std::string("KV cache dtype ") + dwell_dtype_name(kc.dtype) +
+                           (paged ? "" : std::string("/") + dwell_dtype_name(vc.dtype)) +
+                           " is not supported (F32, F16, Q8_0 or FP8_E4M3)");
     }
     const int64_t hd = q.ne[0];
     const int64_t n_head = q.ne[1];
@@ -59,9 +225,28 @@ OpVerdict check_attention(const NodeArgs& a) {
         return invalid("n_head " + std::to_string(n_head) + " is not a multiple of n_kv " +
                        std::to_string(n_kv));
     }
-    if (kc.ne[0] != hd * n_kv || kc.ne[2] != 1 || kc.ne[3] != 1 || !same_shape(kc, vc)) {
-        return invalid("caches must be [" + std::to_string(hd * n_kv) + ", n_ctx], got " +
-                       shape_string(kc) + " and " + shape_string(vc));
+    const std::string width = std::to_string(hd * n_kv);
+    if (paged) {
+        if (kc.ne[0] != hd * n_kv || kc.ne[3] != 1) {
+            return invalid("the page space must be [" + width + ", rows_per_page, n_pages], got " +
+                           shape_string(kc));
+        }
+        // Pages may be padded, never overlap.
+        if (kc.ne[2] > 1 && kc.nb[2] < kc.nb[1] * static_cast<uint64_t>(kc.ne[1])) {
+            return invalid("page bytes nb[2] = " + std::to_string(kc.nb[2]) + " are fewer than " +
+                           std::to_string(kc.ne[1]) + " rows of " + std::to_string(kc.nb[1]) +
+                           " bytes");
+        }
+        if (vc.ne[0] != 2 || vc.ne[2] != 1 || vc.ne[3] != 1) {
+            return invalid("the page table must be I32 [2, n_logical], got " + shape_string(vc));
+        }
+    } else if (kc.ne[0] != hd * n_kv || kc.ne[2] != 1 || kc.ne[3] != 1 || !same_shape(kc, vc)) {
+        return invalid("caches must be [" + width + ", n_ctx], got " + shape_string(kc) + " and " +
+                       shape_string(vc));
+    }
+    // op_dispatch's layout check already demands whole blocks; this says why.
+    if (kc.dtype == DWELL_Q8_0 && (hd * n_kv) % DWELL_QK8_0 != 0) {
+        return invalid("q8_0 cache rows of " + width + " values are not whole blocks of 32");
     }
     if (pos.dtype != DWELL_I32 || pos.ne[0] != n_tokens || pos.ne[1] != 1 || pos.ne[2] != 1 ||
         pos.ne[3] != 1) {
@@ -71,12 +256,14 @@ OpVerdict check_attention(const NodeArgs& a) {
     if (out.dtype != DWELL_F32 || !same_shape(out, q)) {
         return invalid("output must be F32 " + shape_string(q) + ", got " + shape_string(out));
     }
-    // The kernel writes the caches and reads q/k/v: none of them may be the
-    // output or a cache.
+    // The kernel writes the caches and reads everything else: no written
+    // cache may be another input.
+    const int n_written = paged ? 1 : 2;
     for (int i = 0; i < 6; ++i) {
-        for (int j = 3; j < 5; ++j) {
+        for (int j = 3; j < 3 + n_written; ++j) {
             if (i != j && a.node->inputs[i] == a.node->inputs[j]) {
-                return invalid("the KV caches must be distinct tensors");
+                return invalid(paged ? "the page space must not be another input"
+                                     : "the KV caches must be distinct tensors");
             }
         }
     }
@@ -87,49 +274,48 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
     const dwell_tensor& q = a.input(0);
     const dwell_tensor& k = a.input(1);
     const dwell_tensor& v = a.input(2);
-    const dwell_tensor& kc = a.input(3);
-    const dwell_tensor& vc = a.input(4);
     const dwell_tensor& out = a.output();
     const int32_t* pos = i32_row(a.input(5), 0);
     const int64_t hd = q.ne[0];
     const int64_t n_head = q.ne[1];
     const int64_t n_tokens = q.ne[2];
     const int64_t n_kv = k.ne[1];
-    const int64_t n_ctx = kc.ne[1];
+    const int64_t width = hd * n_kv;
     const int64_t group = n_head / n_kv;
     const float scale = a.node->fparams[0];
+    const bool paged = !attention_writes_input4(a.input(4));
+    const CacheRows k_rows = paged ? CacheRows(a.input(3), a.input(4), 0) : CacheRows(a.input(3));
+    const CacheRows v_rows = paged ? CacheRows(a.input(3), a.input(4), 1) : CacheRows(a.input(4));
+    const dwell_dtype k_type = a.input(3).dtype;
+    const dwell_dtype v_type = paged ? k_type : a.input(4).dtype;
 
-    for (int64_t t = 0; t < n_tokens; ++t) {
-        if (pos[t] < 0 || pos[t] >= n_ctx) {
-            throw KernelError(DWELL_ERR_INVALID_ARGUMENT, "position " + std::to_string(pos[t]) +
-                                                              " of token " + std::to_string(t) +
-                                                              " is outside the cache's " +
-                                                              std::to_string(n_ctx) + " rows");
-        }
-    }
+    check_positions_and_pages(a, paged, pos, n_tokens);
+    const int64_t n_keys_max = *std::max_element(pos, pos + n_tokens) + int64_t{1};
 
     // Serial, in token order: two tokens with one position must leave the
     // later token's values, and this part is tiny next to the attention.
-    const size_t kc_elem = dwell_dtype_block_bytes(kc.dtype);
-    const size_t vc_elem = dwell_dtype_block_bytes(vc.dtype);
+    // Whole rows, since a Q8_0 block may span two heads.
+    std::vector<float> row(static_cast<size_t>(width));
+    const auto store = [&](const dwell_tensor& src, const CacheRows& dst, dwell_dtype type,
+                           int64_t t) {
+        for (int64_t h = 0; h < n_kv; ++h) std::copy_n(f32_row(src, h, t), hd, row.data() + h * hd);
+        store_row(type, row.data(), dst.row(pos[t]), width);
+    };
     for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int64_t h = 0; h < n_kv; ++h) {
-            const int64_t off = h * hd;
-            store_row(kc.dtype, f32_row(k, h, t), row_at(kc, pos[t]) + off * kc_elem, hd);
-            store_row(vc.dtype, f32_row(v, h, t), row_at(vc, pos[t]) + off * vc_elem, hd);
-        }
+        store(k, k_rows, k_type, t);
+        store(v, v_rows, v_type, t);
     }
 
-    const bool k_f16 = kc.dtype == DWELL_F16;
-    const bool v_f16 = vc.dtype == DWELL_F16;
     const VecKernels& vk = vec_kernels();
+    const auto k_stride = static_cast<int64_t>(k_rows.row_stride());
+    const auto v_stride = static_cast<int64_t>(v_rows.row_stride());
     // Items are head-major: causal rows cost in proportion to their
     // position, so token-major ranges would give the last thread most of a
     // prompt's work, while every head costs the same.
     pool.parallel_for(n_tokens * n_head, [&](int64_t begin, int64_t end) {
         std::vector<float> qv(static_cast<size_t>(hd));
         std::vector<float> acc(static_cast<size_t>(hd));
-        std::vector<float> scores(static_cast<size_t>(n_ctx));
+        std::vector<float> scores(static_cast<size_t>(n_keys_max));
         for (int64_t item = begin; item < end; ++item) {
             const int64_t h = item / n_tokens;
             const int64_t t = item % n_tokens;
@@ -137,30 +323,25 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
             const int64_t n_keys = static_cast<int64_t>(pos[t]) + 1;
 
             const float* qrow = f32_row(q, h, t);
-            if (k_f16) {
+            if (k_type == DWELL_F16) {
                 vk.round_f16(qrow, qv.data(), hd);
-                for (int64_t j = 0; j < n_keys; ++j) {
-                    const unsigned char* krow = row_at(kc, j) + kv_off * kc_elem;
-                    scores[static_cast<size_t>(j)] = scale * vk.dot_f16_f32(krow, qv.data(), hd);
-                }
-            } else {
-                for (int64_t j = 0; j < n_keys; ++j) {
-                    const auto* krow = reinterpret_cast<const float*>(row_at(kc, j)) + kv_off;
-                    scores[static_cast<size_t>(j)] = scale * vk.dot_f32(krow, qrow, hd);
-                }
+                qrow = qv.data();
             }
+            k_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
+                float* s = scores.data() + r0;
+                for (int64_t j = 0; j < n; ++j) {
+                    s[j] = scale * key_dot(vk, k_type, rows + j * k_stride, kv_off, qrow, hd);
+                }
+            });
             softmax_row(vk, scores.data(), scores.data(), n_keys);
 
             std::fill(acc.begin(), acc.end(), 0.0f);
-            const unsigned char* v0 = row_at(vc, 0) + kv_off * vc_elem;
-            const auto v_stride = static_cast<int64_t>(vc.nb[1]);
-            if (v_f16) {
-                // The softmax weights meet an F16 value cache as fp16 too.
-                vk.round_f16(scores.data(), scores.data(), n_keys);
-                vk.axpy_f16(scores.data(), v0, v_stride, n_keys, acc.data(), hd);
-            } else {
-                vk.axpy_f32(scores.data(), v0, v_stride, n_keys, acc.data(), hd);
-            }
+            // The softmax weights meet an F16 value cache as fp16 too.
+            if (v_type == DWELL_F16) vk.round_f16(scores.data(), scores.data(), n_keys);
+            v_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
+                add_values(vk, v_type, scores.data() + r0, rows, v_stride, n, kv_off, acc.data(),
+                           hd);
+            });
             std::copy(acc.begin(), acc.end(), f32_row(out, h, t));
         }
     });

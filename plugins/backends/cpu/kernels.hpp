@@ -92,6 +92,10 @@ void run_rope(const NodeArgs& a, ThreadPool& pool);
 
 OpVerdict check_attention(const NodeArgs& a);
 void run_attention(const NodeArgs& a, ThreadPool& pool);
+// ATTENTION writes in3 and, unless in4 is the I32 page table of the paged
+// form, in4 (graph.h). Reads the dtype as a raw integer, so it may be asked
+// of a tensor no check has seen yet.
+bool attention_writes_input4(const dwell_tensor& in4);
 
 OpVerdict check_softmax(const NodeArgs& a);
 void run_softmax(const NodeArgs& a, ThreadPool& pool);

@@ -136,6 +136,20 @@ OpVerdict check_layout(const dwell_tensor& t, std::string_view role, bool need_d
     return std::nullopt;
 }
 
+// Calls f(id) for each tensor the node writes: its output and ATTENTION's
+// cache inputs (graph.h). Safe on unchecked nodes: ids are range-checked.
+template <typename F>
+void for_each_written(const dwell_graph* graph, const dwell_node& node, F&& f) {
+    auto visit = [&](int32_t id) {
+        if (id >= 0 && id < graph->n_tensors) f(id);
+    };
+    visit(node.output);
+    if (raw_enum(&node.op) != DWELL_OP_ATTENTION || node.n_inputs < 5) return;
+    visit(node.inputs[3]);
+    const dwell_tensor* in4 = dwell_graph_tensor(graph, node.inputs[4]);
+    if (in4 != nullptr && attention_writes_input4(*in4)) visit(node.inputs[4]);
+}
+
 OpVerdict check_node_impl(const dwell_graph* graph, int32_t node_index, bool need_data,
                           NodeArgs* out_args) {
     if (graph == nullptr) return invalid("no graph");
@@ -208,9 +222,9 @@ OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_
         written.assign(static_cast<size_t>(std::max(graph->n_tensors, 0)), false);
         for (int32_t n = 0; n < graph->n_nodes; ++n) {
             const dwell_node* node = dwell_graph_node(graph, n);
-            if (node != nullptr && node->output >= 0 && node->output < graph->n_tensors) {
-                written[static_cast<size_t>(node->output)] = true;
-            }
+            if (node == nullptr) continue;
+            for_each_written(graph, *node,
+                             [&](int32_t id) { written[static_cast<size_t>(id)] = true; });
         }
     }
     for (size_t i = 0; i < n_ids; ++i) {
@@ -226,13 +240,9 @@ OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_
         if (!problem) {
             try {
                 kernel_for(raw_enum(&args.node->op)).run(args, pool);
-                acts.note_written(*args.out);
-                // ATTENTION also writes the new keys and values into its
-                // cache inputs (graph.h).
-                if (raw_enum(&args.node->op) == DWELL_OP_ATTENTION) {
-                    acts.note_written(args.input(3));
-                    acts.note_written(args.input(4));
-                }
+                for_each_written(graph, *args.node, [&](int32_t written_id) {
+                    acts.note_written(*dwell_graph_tensor(graph, written_id));
+                });
             } catch (const KernelError& e) {
                 problem = OpProblem{e.status(), e.what()};
             } catch (const std::bad_alloc&) {

@@ -53,6 +53,9 @@ void store_row(dwell_dtype t, const float* x, void* out, int64_t n) {
         case DWELL_Q8_0:
             quantize_row_q8_0(x, out, n);
             return;
+        case DWELL_FP8_E4M3:
+            for (int64_t i = 0; i < n; ++i) dst[i] = dwell_fp32_to_fp8_e4m3(x[i]);
+            return;
         case DWELL_Q4_0:
             quantize_row_q4_0(x, out, n);
             return;

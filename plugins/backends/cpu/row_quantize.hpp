@@ -23,11 +23,12 @@ void quantize_row_q8_0(const float* x, void* out, int64_t n);
 // q = min(15, trunc(x / d + 8.5)).
 void quantize_row_q4_0(const float* x, void* out, int64_t n);
 
-// True for the dtypes store_row can write.
+// True for the dtypes CPY can write: store_row's, except FP8_E4M3, which
+// only the KV cache holds (the SDK has no FP8 row encoder for CPY to match).
 bool is_storable_dtype(dwell_dtype t);
 
 // Stores n f32 values as one row of dtype t (n a whole number of blocks; any
-// n for the row formats).
+// n for the row formats). FP8_E4M3 rounds with dwell_fp32_to_fp8_e4m3.
 void store_row(dwell_dtype t, const float* x, void* out, int64_t n);
 
 }  // namespace dwell::cpu

@@ -100,6 +100,14 @@ DotKernels dot_kernels_for(SimdLevel level) {
         k.q4_K_q8_K = dot_q4_K_q8_K_avx2;
         k.q6_K_q8_K = dot_q6_K_q8_K_avx2;
     }
+    if (level == SimdLevel::Avx512) {
+        // The quantized dots keep their AVX2 versions: matmuls of those
+        // dtypes take the VNNI GEMM (gemm_kernel_avx512.cpp) here, leaving
+        // the row dots only the shapes it does not tile.
+        k.f32_f32 = dot_f32_f32_avx512;
+        k.f16_f32 = dot_f16_f32_avx512;
+        k.bf16_f32 = dot_bf16_f32_avx512;
+    }
 #elif defined(__aarch64__)
     if (level == SimdLevel::Neon || level == SimdLevel::NeonDotprod ||
         level == SimdLevel::NeonI8mm) {

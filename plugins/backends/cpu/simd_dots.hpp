@@ -82,6 +82,10 @@ float dot_q8_0_f32_avx2(const void* row, const float* x, int64_t n);
 float dot_q4_0_f32_avx2(const void* row, const float* x, int64_t n);
 float dot_q4_K_q8_K_avx2(const void* row, const ActBlockQ8_K* x, int64_t n);
 float dot_q6_K_q8_K_avx2(const void* row, const ActBlockQ8_K* x, int64_t n);
+// simd_dots_avx512.cpp: need SimdLevel::Avx512.
+float dot_f32_f32_avx512(const void* row, const float* x, int64_t n);
+float dot_f16_f32_avx512(const void* row, const float* x, int64_t n);
+float dot_bf16_f32_avx512(const void* row, const float* x, int64_t n);
 #endif
 
 }  // namespace dwell::cpu

@@ -4,11 +4,12 @@
 // promised to match them bit for bit.
 #include "vec_math.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
-#include "dwell/tensor.h"
+#include "dwell/quant.h"
 
 namespace dwell::cpu {
 
@@ -46,6 +47,73 @@ void axpy_f16_scalar(const float* a, const void* rows, int64_t stride, int64_t n
     for (int64_t j = 0; j < n_rows; ++j) {
         const void* x16 = static_cast<const unsigned char*>(rows) + j * stride;
         for (int64_t i = 0; i < n; ++i) y[i] += a[j] * half_at(x16, i);
+    }
+}
+
+// The 256 E4M3 values, so the scalar entries index instead of branching.
+struct Fp8Table {
+    float v[256];
+    Fp8Table() {
+        for (int c = 0; c < 256; ++c) v[c] = dwell_fp8_e4m3_to_fp32(static_cast<uint8_t>(c));
+    }
+};
+const Fp8Table kFp8;
+
+inline float fp8_at(const void* x8, int64_t i) {
+    return kFp8.v[static_cast<const unsigned char*>(x8)[i]];
+}
+
+inline float q8_scale(const unsigned char* block) {
+    uint16_t h;
+    std::memcpy(&h, block, sizeof h);
+    return dwell_fp16_to_fp32(h);
+}
+
+float dot_q8_0_scalar(const void* q8, int64_t first, const float* y, int64_t n) {
+    const auto* base = static_cast<const unsigned char*>(q8);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n;) {
+        const int64_t b = (first + i) / DWELL_QK8_0;
+        const int64_t in_block = (first + i) % DWELL_QK8_0;
+        const int64_t len = std::min<int64_t>(DWELL_QK8_0 - in_block, n - i);
+        const unsigned char* block = base + b * sizeof(dwell_block_q8_0);
+        const auto* q = reinterpret_cast<const int8_t*>(block + 2) + in_block;
+        float s = 0.0f;
+        for (int64_t k = 0; k < len; ++k) s += static_cast<float>(q[k]) * y[i + k];
+        sum += q8_scale(block) * s;
+        i += len;
+    }
+    return sum;
+}
+
+float dot_fp8_scalar(const void* x8, const float* y, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += fp8_at(x8, i) * y[i];
+    return sum;
+}
+
+void axpy_q8_0_scalar(const float* a, const void* rows, int64_t stride, int64_t n_rows,
+                      int64_t first, float* y, int64_t n) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+        const auto* base = static_cast<const unsigned char*>(rows) + j * stride;
+        for (int64_t i = 0; i < n;) {
+            const int64_t b = (first + i) / DWELL_QK8_0;
+            const int64_t in_block = (first + i) % DWELL_QK8_0;
+            const int64_t len = std::min<int64_t>(DWELL_QK8_0 - in_block, n - i);
+            const unsigned char* block = base + b * sizeof(dwell_block_q8_0);
+            const auto* q = reinterpret_cast<const int8_t*>(block + 2) + in_block;
+            const float w = a[j] * q8_scale(block);
+            for (int64_t k = 0; k < len; ++k) y[i + k] += w * static_cast<float>(q[k]);
+            i += len;
+        }
+    }
+}
+
+void axpy_fp8_scalar(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                     int64_t n) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+        const void* x8 = static_cast<const unsigned char*>(rows) + j * stride;
+        for (int64_t i = 0; i < n; ++i) y[i] += a[j] * fp8_at(x8, i);
     }
 }
 
@@ -128,6 +196,10 @@ VecKernels vec_kernels_for(SimdLevel level) {
     k.dot_f16_f32 = dot_f16_scalar;
     k.axpy_f32 = axpy_f32_scalar;
     k.axpy_f16 = axpy_f16_scalar;
+    k.dot_q8_0_f32 = dot_q8_0_scalar;
+    k.dot_fp8_f32 = dot_fp8_scalar;
+    k.axpy_q8_0 = axpy_q8_0_scalar;
+    k.axpy_fp8 = axpy_fp8_scalar;
     k.round_f16 = round_f16_scalar;
     k.scale = scale_scalar;
     k.sum_squares = sum_squares_scalar;

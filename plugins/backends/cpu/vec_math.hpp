@@ -16,7 +16,7 @@
 //     error is at most 2 ulp (see vec_math_exp.hpp), where the scalar table
 //     uses the C library's.
 // All entries accept any n >= 0; f32 arrays need only 4-byte alignment and
-// f16 arrays (raw IEEE half bits) none, since cache rows are read in place.
+// f16, fp8 and Q8_0 data none, since cache rows are read in place.
 //
 // Thread-safety: vec_kernels() initialises once and is immutable afterwards;
 // every entry is a pure function of its arguments. Ownership: callers own
@@ -44,6 +44,23 @@ struct VecKernels {
     void (*axpy_f32)(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
                      int64_t n);
     void (*axpy_f16)(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                     int64_t n);
+    // The KV-cache formats read in place, a block or a code at a time.
+    // Q8_0 entries take values first .. first + n - 1 of the block sequence
+    // at q8 / at each row: a slice (an attention head) may start and end
+    // inside a block. FP8 codes are E4M3 (dwell_fp8_e4m3_to_fp32, exact).
+    //
+    // sum over the blocks the slice touches of d * (sum q[i] * y[i]), the
+    // inner sum in float.
+    float (*dot_q8_0_f32)(const void* q8, int64_t first, const float* y, int64_t n);
+    // sum fp8(x8[i]) * y[i].
+    float (*dot_fp8_f32)(const void* x8, const float* y, int64_t n);
+    // As axpy_f32, adding (a[j] * d) * q for each value q of row j, d its
+    // block's scale: the weight meets the scale once per block, and the
+    // value stays one multiply and one add.
+    void (*axpy_q8_0)(const float* a, const void* rows, int64_t stride, int64_t n_rows,
+                      int64_t first, float* y, int64_t n);
+    void (*axpy_fp8)(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
                      int64_t n);
     // y[i] = x[i] rounded to the nearest half (ties to even) and back; y may
     // be x.

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "dwell/tensor.h"
 #include "vec_math.hpp"
 #include "vec_math_exp.hpp"
 
@@ -190,6 +191,153 @@ void axpy_f16_avx2(const float* a, const void* rows, int64_t stride, int64_t n_r
     axpy_rows_avx2<load_f16x8, load_f16, 2>(a, rows, stride, n_rows, y, n);
 }
 
+// E4M3 codes (zero-extended to 16 bits) as IEEE half bits of value / 256:
+// the magnitude bits shifted left by 7 land the exponent (bias 7 against
+// 15: the 2^-8) and the mantissa in place, and the subnormals line up as
+// half subnormals. The two NaN codes get a NaN half.
+inline __m128i fp8_half_bits(__m128i codes) {
+    const __m128i t = _mm_slli_epi16(codes, 7);
+    const __m128i h = _mm_add_epi16(t, _mm_and_si128(t, _mm_set1_epi16(0x4000)));  // sign 14 -> 15
+    const __m128i mag = _mm_and_si128(t, _mm_set1_epi16(0x3f80));
+    const __m128i nan = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x3f80));
+    return _mm_or_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x7c00)));
+}
+
+// F16C widens exactly and the power-of-two scale is exact, so this is the
+// code's value bit for bit.
+inline __m256 load_fp8x8(const unsigned char* p) {
+    const __m128i codes = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(fp8_half_bits(codes)), _mm256_set1_ps(256.0f));
+}
+
+inline float load_fp8(const unsigned char* p) {
+    const __m128 h = _mm_cvtph_ps(fp8_half_bits(_mm_cvtsi32_si128(*p)));
+    return _mm_cvtss_f32(_mm_mul_ss(h, _mm_set1_ps(256.0f)));
+}
+
+float dot_fp8_avx2(const void* x8, const float* y, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(x8);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(load_fp8x8(p + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(load_fp8x8(p + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_fp8x8(p + i), _mm256_loadu_ps(y + i), a0);
+    float sum = hsum(_mm256_add_ps(a0, a1));
+    for (; i < n; ++i) sum += load_fp8(p + i) * y[i];
+    return sum;
+}
+
+void axpy_fp8_avx2(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                   int64_t n) {
+    axpy_rows_avx2<load_fp8x8, load_fp8, 1>(a, rows, stride, n_rows, y, n);
+}
+
+constexpr int64_t kQ8Block = DWELL_QK8_0;
+constexpr int64_t kQ8Bytes = sizeof(dwell_block_q8_0);
+
+inline __m256 i8x8_to_ps(__m128i v) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+}
+
+// The 32 values of the block at p, eight per vector.
+struct Q8Block {
+    __m256 v[4];
+    explicit Q8Block(const unsigned char* p) {
+        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18));
+        v[0] = i8x8_to_ps(lo);
+        v[1] = i8x8_to_ps(_mm_unpackhi_epi64(lo, lo));
+        v[2] = i8x8_to_ps(hi);
+        v[3] = i8x8_to_ps(_mm_unpackhi_epi64(hi, hi));
+    }
+};
+
+// Values [first, first + len) of the single block at p, len < 32: the parts
+// of a slice that do not cover a whole block, in the scalar entry's order.
+float dot_q8_part(const unsigned char* p, int64_t first, const float* y, int64_t len) {
+    const auto* q = reinterpret_cast<const int8_t*>(p + 2) + first;
+    float s = 0.0f;
+    for (int64_t k = 0; k < len; ++k) s += static_cast<float>(q[k]) * y[k];
+    return load_f16(p) * s;
+}
+
+void axpy_q8_part(const float* a, const unsigned char* rows, int64_t stride, int64_t n_rows,
+                  int64_t first, float* y, int64_t len) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+        const unsigned char* p = rows + j * stride;
+        const auto* q = reinterpret_cast<const int8_t*>(p + 2) + first;
+        const float w = a[j] * load_f16(p);
+        for (int64_t k = 0; k < len; ++k) y[k] += w * static_cast<float>(q[k]);
+    }
+}
+
+// Leading values up to the first block boundary (at most n).
+inline int64_t q8_lead(int64_t first, int64_t n) {
+    const int64_t to_boundary = (kQ8Block - first % kQ8Block) % kQ8Block;
+    return to_boundary < n ? to_boundary : n;
+}
+
+float dot_q8_0_avx2(const void* q8, int64_t first, const float* y, int64_t n) {
+    const auto* base = static_cast<const unsigned char*>(q8);
+    const auto block_at = [&](int64_t i) { return base + (first + i) / kQ8Block * kQ8Bytes; };
+    int64_t i = q8_lead(first, n);
+    float sum = i > 0 ? dot_q8_part(block_at(0), first % kQ8Block, y, i) : 0.0f;
+    // Two partial sums per block shorten its dependency chain.
+    __m256 acc = _mm256_setzero_ps();
+    for (; i + kQ8Block <= n; i += kQ8Block) {
+        const unsigned char* p = block_at(i);
+        const Q8Block q(p);
+        __m256 s0 = _mm256_mul_ps(q.v[0], _mm256_loadu_ps(y + i));
+        __m256 s1 = _mm256_mul_ps(q.v[1], _mm256_loadu_ps(y + i + 8));
+        s0 = _mm256_fmadd_ps(q.v[2], _mm256_loadu_ps(y + i + 16), s0);
+        s1 = _mm256_fmadd_ps(q.v[3], _mm256_loadu_ps(y + i + 24), s1);
+        acc = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), _mm256_set1_ps(load_f16(p)), acc);
+    }
+    sum += hsum(acc);
+    if (i < n) sum += dot_q8_part(block_at(i), 0, y + i, n - i);
+    return sum;
+}
+
+// Whole blocks two at a time (eight accumulators held across all rows),
+// then one; partial blocks at either end column by column. Every value
+// still sees the rows in order, one multiply and one add each.
+void axpy_q8_0_avx2(const float* a, const void* rows, int64_t stride, int64_t n_rows, int64_t first,
+                    float* y, int64_t n) {
+    const auto* base = static_cast<const unsigned char*>(rows);
+    const auto block_at = [&](int64_t i) { return base + (first + i) / kQ8Block * kQ8Bytes; };
+    int64_t i = q8_lead(first, n);
+    if (i > 0) axpy_q8_part(a, block_at(0), stride, n_rows, first % kQ8Block, y, i);
+    for (; i + 2 * kQ8Block <= n; i += 2 * kQ8Block) {
+        __m256 acc[8];
+        for (int k = 0; k < 8; ++k) acc[k] = _mm256_loadu_ps(y + i + 8 * k);
+        const unsigned char* r = block_at(i);
+        for (int64_t j = 0; j < n_rows; ++j, r += stride) {
+            const Q8Block q0(r), q1(r + kQ8Bytes);
+            const __m256 w0 = _mm256_set1_ps(a[j] * load_f16(r));
+            const __m256 w1 = _mm256_set1_ps(a[j] * load_f16(r + kQ8Bytes));
+            for (int k = 0; k < 4; ++k) {
+                acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(w0, q0.v[k]));
+                acc[k + 4] = _mm256_add_ps(acc[k + 4], _mm256_mul_ps(w1, q1.v[k]));
+            }
+        }
+        for (int k = 0; k < 8; ++k) _mm256_storeu_ps(y + i + 8 * k, acc[k]);
+    }
+    for (; i + kQ8Block <= n; i += kQ8Block) {
+        __m256 acc[4];
+        for (int k = 0; k < 4; ++k) acc[k] = _mm256_loadu_ps(y + i + 8 * k);
+        const unsigned char* r = block_at(i);
+        for (int64_t j = 0; j < n_rows; ++j, r += stride) {
+            const Q8Block q(r);
+            const __m256 w = _mm256_set1_ps(a[j] * load_f16(r));
+            for (int k = 0; k < 4; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(w, q.v[k]));
+        }
+        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(y + i + 8 * k, acc[k]);
+    }
+    if (i < n) axpy_q8_part(a, block_at(i), stride, n_rows, 0, y + i, n - i);
+}
+
 inline __m256 round_f16x8(__m256 x) {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
@@ -345,6 +493,10 @@ void fill_vec_kernels_avx2(VecKernels& k) {
     k.dot_f16_f32 = dot_f16_avx2;
     k.axpy_f32 = axpy_f32_avx2;
     k.axpy_f16 = axpy_f16_avx2;
+    k.dot_q8_0_f32 = dot_q8_0_avx2;
+    k.dot_fp8_f32 = dot_fp8_avx2;
+    k.axpy_q8_0 = axpy_q8_0_avx2;
+    k.axpy_fp8 = axpy_fp8_avx2;
     k.round_f16 = round_f16_avx2;
     k.scale = scale_avx2;
     k.sum_squares = sum_squares_avx2;

@@ -16,7 +16,9 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
+#include "dwell/tensor.h"
 #include "vec_math.hpp"
 #include "vec_math_exp.hpp"
 
@@ -155,6 +157,144 @@ void axpy_f16_avx512(const float* a, const void* rows, int64_t stride, int64_t n
     axpy_rows_avx512<maskz_load_f16x16, 2>(a, rows, stride, n_rows, y, n);
 }
 
+// E4M3 codes (zero-extended to 16 bits) as IEEE half bits of value / 256;
+// see vec_math_avx2.cpp.
+inline __m256i fp8_half_bits(__m256i codes) {
+    const __m256i t = _mm256_slli_epi16(codes, 7);
+    const __m256i h = _mm256_add_epi16(t, _mm256_and_si256(t, _mm256_set1_epi16(0x4000)));
+    const __m256i mag = _mm256_and_si256(t, _mm256_set1_epi16(0x3f80));
+    const __m256i nan = _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x3f80));
+    return _mm256_or_si256(h, _mm256_and_si256(nan, _mm256_set1_epi16(0x7c00)));
+}
+
+inline __m512 maskz_load_fp8x16(__mmask16 m, const unsigned char* p) {
+    const __m256i codes = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, p));
+    return _mm512_mul_ps(_mm512_cvtph_ps(fp8_half_bits(codes)), _mm512_set1_ps(256.0f));
+}
+
+float dot_fp8_avx512(const void* x8, const float* y, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(x8);
+    const __mmask16 all = 0xFFFF;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm512_fmadd_ps(maskz_load_fp8x16(all, p + i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(maskz_load_fp8x16(all, p + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? all : tail_mask(n - i);
+        a0 = _mm512_fmadd_ps(maskz_load_fp8x16(m, p + i), _mm512_maskz_loadu_ps(m, y + i), a0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+void axpy_fp8_avx512(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                     int64_t n) {
+    axpy_rows_avx512<maskz_load_fp8x16, 1>(a, rows, stride, n_rows, y, n);
+}
+
+constexpr int64_t kQ8Block = DWELL_QK8_0;
+constexpr int64_t kQ8Bytes = sizeof(dwell_block_q8_0);
+
+inline float load_f16(const unsigned char* p) {
+    uint16_t h;
+    std::memcpy(&h, p, sizeof h);
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+// The 32 values of the block at p, sixteen per vector.
+struct Q8Block {
+    __m512 v[2];
+    explicit Q8Block(const unsigned char* p) {
+        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18));
+        v[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
+        v[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+    }
+};
+
+// Partial blocks, in the scalar entry's order (see vec_math_avx2.cpp).
+float dot_q8_part(const unsigned char* p, int64_t first, const float* y, int64_t len) {
+    const auto* q = reinterpret_cast<const int8_t*>(p + 2) + first;
+    float s = 0.0f;
+    for (int64_t k = 0; k < len; ++k) s += static_cast<float>(q[k]) * y[k];
+    return load_f16(p) * s;
+}
+
+void axpy_q8_part(const float* a, const unsigned char* rows, int64_t stride, int64_t n_rows,
+                  int64_t first, float* y, int64_t len) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+        const unsigned char* p = rows + j * stride;
+        const auto* q = reinterpret_cast<const int8_t*>(p + 2) + first;
+        const float w = a[j] * load_f16(p);
+        for (int64_t k = 0; k < len; ++k) y[k] += w * static_cast<float>(q[k]);
+    }
+}
+
+inline int64_t q8_lead(int64_t first, int64_t n) {
+    const int64_t to_boundary = (kQ8Block - first % kQ8Block) % kQ8Block;
+    return to_boundary < n ? to_boundary : n;
+}
+
+float dot_q8_0_avx512(const void* q8, int64_t first, const float* y, int64_t n) {
+    const auto* base = static_cast<const unsigned char*>(q8);
+    const auto block_at = [&](int64_t i) { return base + (first + i) / kQ8Block * kQ8Bytes; };
+    int64_t i = q8_lead(first, n);
+    float sum = i > 0 ? dot_q8_part(block_at(0), first % kQ8Block, y, i) : 0.0f;
+    __m512 acc = _mm512_setzero_ps();
+    for (; i + kQ8Block <= n; i += kQ8Block) {
+        const unsigned char* p = block_at(i);
+        const Q8Block q(p);
+        const __m512 s = _mm512_fmadd_ps(q.v[1], _mm512_loadu_ps(y + i + 16),
+                                         _mm512_mul_ps(q.v[0], _mm512_loadu_ps(y + i)));
+        acc = _mm512_fmadd_ps(s, _mm512_set1_ps(load_f16(p)), acc);
+    }
+    sum += _mm512_reduce_add_ps(acc);
+    if (i < n) sum += dot_q8_part(block_at(i), 0, y + i, n - i);
+    return sum;
+}
+
+// Whole blocks two at a time (four accumulators held across all rows),
+// then one; partial blocks at either end column by column.
+void axpy_q8_0_avx512(const float* a, const void* rows, int64_t stride, int64_t n_rows,
+                      int64_t first, float* y, int64_t n) {
+    const auto* base = static_cast<const unsigned char*>(rows);
+    const auto block_at = [&](int64_t i) { return base + (first + i) / kQ8Block * kQ8Bytes; };
+    int64_t i = q8_lead(first, n);
+    if (i > 0) axpy_q8_part(a, block_at(0), stride, n_rows, first % kQ8Block, y, i);
+    for (; i + 2 * kQ8Block <= n; i += 2 * kQ8Block) {
+        __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);
+        __m512 y2 = _mm512_loadu_ps(y + i + 32), y3 = _mm512_loadu_ps(y + i + 48);
+        const unsigned char* r = block_at(i);
+        for (int64_t j = 0; j < n_rows; ++j, r += stride) {
+            const Q8Block q0(r), q1(r + kQ8Bytes);
+            const __m512 w0 = _mm512_set1_ps(a[j] * load_f16(r));
+            const __m512 w1 = _mm512_set1_ps(a[j] * load_f16(r + kQ8Bytes));
+            y0 = _mm512_add_ps(y0, _mm512_mul_ps(w0, q0.v[0]));
+            y1 = _mm512_add_ps(y1, _mm512_mul_ps(w0, q0.v[1]));
+            y2 = _mm512_add_ps(y2, _mm512_mul_ps(w1, q1.v[0]));
+            y3 = _mm512_add_ps(y3, _mm512_mul_ps(w1, q1.v[1]));
+        }
+        _mm512_storeu_ps(y + i, y0);
+        _mm512_storeu_ps(y + i + 16, y1);
+        _mm512_storeu_ps(y + i + 32, y2);
+        _mm512_storeu_ps(y + i + 48, y3);
+    }
+    for (; i + kQ8Block <= n; i += kQ8Block) {
+        __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);
+        const unsigned char* r = block_at(i);
+        for (int64_t j = 0; j < n_rows; ++j, r += stride) {
+            const Q8Block q(r);
+            const __m512 w = _mm512_set1_ps(a[j] * load_f16(r));
+            y0 = _mm512_add_ps(y0, _mm512_mul_ps(w, q.v[0]));
+            y1 = _mm512_add_ps(y1, _mm512_mul_ps(w, q.v[1]));
+        }
+        _mm512_storeu_ps(y + i, y0);
+        _mm512_storeu_ps(y + i + 16, y1);
+    }
+    if (i < n) axpy_q8_part(a, block_at(i), stride, n_rows, 0, y + i, n - i);
+}
+
 void scale_avx512(const float* x, float s, float* y, int64_t n) {
     const __m512 vs = _mm512_set1_ps(s);
     int64_t i = 0;
@@ -269,6 +409,10 @@ void fill_vec_kernels_avx512(VecKernels& k) {
     k.dot_f16_f32 = dot_f16_avx512;
     k.axpy_f32 = axpy_f32_avx512;
     k.axpy_f16 = axpy_f16_avx512;
+    k.dot_q8_0_f32 = dot_q8_0_avx512;
+    k.dot_fp8_f32 = dot_fp8_avx512;
+    k.axpy_q8_0 = axpy_q8_0_avx512;
+    k.axpy_fp8 = axpy_fp8_avx512;
     k.scale = scale_avx512;
     k.sum_squares = sum_squares_avx512;
     k.max = max_avx512;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "dwell/tensor.h"
 #include "vec_math.hpp"
 #include "vec_math_exp.hpp"
 
@@ -167,6 +168,142 @@ void axpy_f16_neon(const float* a, const void* rows, int64_t stride, int64_t n_r
     axpy_rows_neon<load_f16x4, load_f16, 2>(a, rows, stride, n_rows, y, n);
 }
 
+// E4M3 codes (zero-extended to 16 bits) as IEEE half bits of value / 256;
+// see vec_math_avx2.cpp.
+inline uint16x8_t fp8_half_bits(uint16x8_t codes) {
+    const uint16x8_t t = vshlq_n_u16(codes, 7);
+    const uint16x8_t h = vaddq_u16(t, vandq_u16(t, vdupq_n_u16(0x4000)));  // sign 14 -> 15
+    const uint16x8_t nan = vceqq_u16(vandq_u16(t, vdupq_n_u16(0x3f80)), vdupq_n_u16(0x3f80));
+    return vorrq_u16(h, vandq_u16(nan, vdupq_n_u16(0x7c00)));
+}
+
+inline float32x4_t half_bits_x256(uint16x4_t h) {
+    return vmulq_n_f32(vcvt_f32_f16(vreinterpret_f16_u16(h)), 256.0f);
+}
+
+// Four codes: the 4-wide loads of the row axpy.
+inline float32x4_t load_fp8x4(const unsigned char* p) {
+    uint32_t w;
+    std::memcpy(&w, p, sizeof w);
+    const uint16x8_t h = fp8_half_bits(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(w))));
+    return half_bits_x256(vget_low_u16(h));
+}
+
+inline float load_fp8(const unsigned char* p) {
+    const uint16x8_t h = fp8_half_bits(vdupq_n_u16(*p));
+    return vgetq_lane_f32(half_bits_x256(vget_low_u16(h)), 0);
+}
+
+float dot_fp8_neon(const void* x8, const float* y, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(x8);
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const uint8x16_t codes = vld1q_u8(p + i);
+        const uint16x8_t lo = fp8_half_bits(vmovl_u8(vget_low_u8(codes)));
+        const uint16x8_t hi = fp8_half_bits(vmovl_high_u8(codes));
+        a0 = vfmaq_f32(a0, half_bits_x256(vget_low_u16(lo)), vld1q_f32(y + i));
+        a1 = vfmaq_f32(a1, half_bits_x256(vget_high_u16(lo)), vld1q_f32(y + i + 4));
+        a2 = vfmaq_f32(a2, half_bits_x256(vget_low_u16(hi)), vld1q_f32(y + i + 8));
+        a3 = vfmaq_f32(a3, half_bits_x256(vget_high_u16(hi)), vld1q_f32(y + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, load_fp8x4(p + i), vld1q_f32(y + i));
+    float sum = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+    for (; i < n; ++i) sum += load_fp8(p + i) * y[i];
+    return sum;
+}
+
+void axpy_fp8_neon(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
+                   int64_t n) {
+    axpy_rows_neon<load_fp8x4, load_fp8, 1>(a, rows, stride, n_rows, y, n);
+}
+
+constexpr int64_t kQ8Block = DWELL_QK8_0;
+constexpr int64_t kQ8Bytes = sizeof(dwell_block_q8_0);
+
+// The 32 values of the block at p, four per vector.
+struct Q8Block {
+    float32x4_t v[8];
+    explicit Q8Block(const unsigned char* p) {
+        const int8x16_t halves[2] = {vld1q_s8(reinterpret_cast<const int8_t*>(p + 2)),
+                                     vld1q_s8(reinterpret_cast<const int8_t*>(p + 18))};
+        for (int k = 0; k < 2; ++k) {
+            const int16x8_t lo = vmovl_s8(vget_low_s8(halves[k]));
+            const int16x8_t hi = vmovl_high_s8(halves[k]);
+            v[4 * k] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
+            v[4 * k + 1] = vcvtq_f32_s32(vmovl_high_s16(lo));
+            v[4 * k + 2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
+            v[4 * k + 3] = vcvtq_f32_s32(vmovl_high_s16(hi));
+        }
+    }
+};
+
+// Partial blocks, in the scalar entry's order (see vec_math_avx2.cpp).
+float dot_q8_part(const unsigned char* p, int64_t first, const float* y, int64_t len) {
+    const auto* q = reinterpret_cast<const int8_t*>(p + 2) + first;
+    float s = 0.0f;
+    for (int64_t k = 0; k < len; ++k) s += static_cast<float>(q[k]) * y[k];
+    return load_f16(p) * s;
+}
+
+void axpy_q8_part(const float* a, const unsigned char* rows, int64_t stride, int64_t n_rows,
+                  int64_t first, float* y, int64_t len) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+        const unsigned char* p = rows + j * stride;
+        const auto* q = reinterpret_cast<const int8_t*>(p + 2) + first;
+        const float w = a[j] * load_f16(p);
+        for (int64_t k = 0; k < len; ++k) y[k] += w * static_cast<float>(q[k]);
+    }
+}
+
+inline int64_t q8_lead(int64_t first, int64_t n) {
+    const int64_t to_boundary = (kQ8Block - first % kQ8Block) % kQ8Block;
+    return to_boundary < n ? to_boundary : n;
+}
+
+float dot_q8_0_neon(const void* q8, int64_t first, const float* y, int64_t n) {
+    const auto* base = static_cast<const unsigned char*>(q8);
+    const auto block_at = [&](int64_t i) { return base + (first + i) / kQ8Block * kQ8Bytes; };
+    int64_t i = q8_lead(first, n);
+    float sum = i > 0 ? dot_q8_part(block_at(0), first % kQ8Block, y, i) : 0.0f;
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (; i + kQ8Block <= n; i += kQ8Block) {
+        const unsigned char* p = block_at(i);
+        const Q8Block q(p);
+        float32x4_t s[4];
+        for (int k = 0; k < 4; ++k) s[k] = vmulq_f32(q.v[k], vld1q_f32(y + i + 4 * k));
+        for (int k = 0; k < 4; ++k)
+            s[k] = vfmaq_f32(s[k], q.v[k + 4], vld1q_f32(y + i + 16 + 4 * k));
+        acc =
+            vfmaq_n_f32(acc, vaddq_f32(vaddq_f32(s[0], s[1]), vaddq_f32(s[2], s[3])), load_f16(p));
+    }
+    sum += vaddvq_f32(acc);
+    if (i < n) sum += dot_q8_part(block_at(i), 0, y + i, n - i);
+    return sum;
+}
+
+// Whole blocks one at a time (eight accumulators held across all rows);
+// partial blocks at either end column by column.
+void axpy_q8_0_neon(const float* a, const void* rows, int64_t stride, int64_t n_rows, int64_t first,
+                    float* y, int64_t n) {
+    const auto* base = static_cast<const unsigned char*>(rows);
+    const auto block_at = [&](int64_t i) { return base + (first + i) / kQ8Block * kQ8Bytes; };
+    int64_t i = q8_lead(first, n);
+    if (i > 0) axpy_q8_part(a, block_at(0), stride, n_rows, first % kQ8Block, y, i);
+    for (; i + kQ8Block <= n; i += kQ8Block) {
+        float32x4_t acc[8];
+        for (int k = 0; k < 8; ++k) acc[k] = vld1q_f32(y + i + 4 * k);
+        const unsigned char* r = block_at(i);
+        for (int64_t j = 0; j < n_rows; ++j, r += stride) {
+            const Q8Block q(r);
+            const float w = a[j] * load_f16(r);
+            for (int k = 0; k < 8; ++k) acc[k] = vaddq_f32(acc[k], vmulq_n_f32(q.v[k], w));
+        }
+        for (int k = 0; k < 8; ++k) vst1q_f32(y + i + 4 * k, acc[k]);
+    }
+    if (i < n) axpy_q8_part(a, block_at(i), stride, n_rows, 0, y + i, n - i);
+}
+
 inline float32x4_t round_f16x4(float32x4_t x) {
     return vcvt_f32_f16(vcvt_f16_f32(x));
 }
@@ -309,6 +446,10 @@ void fill_vec_kernels_neon(VecKernels& k) {
     k.dot_f16_f32 = dot_f16_neon;
     k.axpy_f32 = axpy_f32_neon;
     k.axpy_f16 = axpy_f16_neon;
+    k.dot_q8_0_f32 = dot_q8_0_neon;
+    k.dot_fp8_f32 = dot_fp8_neon;
+    k.axpy_q8_0 = axpy_q8_0_neon;
+    k.axpy_fp8 = axpy_fp8_neon;
     k.round_f16 = round_f16_neon;
     k.scale = scale_neon;
     k.sum_squares = sum_squares_neon;

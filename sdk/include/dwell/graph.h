@@ -26,13 +26,25 @@
  *                position scaling; 1 = none).
  *                theta_i = pos * freq_scale * freq_base^(-2i/n_rot).
  *  ATTENTION     in0 q [hd, n_head, T], in1 k [hd, n_kv, T], in2 v [hd, n_kv, T],
- *                in3 k_cache [hd * n_kv, n_ctx], in4 v_cache (same),
- *                in5 positions I32 [T].
+ *                in3, in4 the cache (below), in5 positions I32 [T].
  *                First writes k/v of token t into cache row positions[t]
  *                (converted to the cache dtype), then for each token t and
  *                head h attends causally over cache rows 0..positions[t] with
  *                kv head h / (n_head / n_kv) (GQA). fparams[0] = scale.
  *                -> [hd, n_head, T].
+ *                Cache rows hold hd * n_kv values in F32, F16, Q8_0 (whole
+ *                blocks of 32, so hd * n_kv is a multiple of 32; a block may
+ *                span two heads) or FP8_E4M3. Two forms:
+ *                contiguous: in3 k_cache [hd * n_kv, n_ctx], in4 v_cache
+ *                (same shape and dtype); row r is position r.
+ *                paged: in3 a page space [hd * n_kv, rows_per_page, n_pages]
+ *                (nb[1] = row bytes, nb[2] = page bytes, which may exceed
+ *                rows_per_page rows), in4 the page table I32 [2, n_logical]:
+ *                position r of K is row r % rows_per_page of page
+ *                table[r / rows_per_page][0], of V of page [..][1]. The
+ *                table names a distinct page for every (logical page, K/V)
+ *                the op writes; pages it only reads may be shared with other
+ *                sequences. Only in3 is written.
  *  SILU, GELU    elementwise (GELU: tanh approximation).
  *  SWIGLU        in0 gate, in1 up (same shape) -> silu(gate) * up.
  *  SOFTMAX       in0 [n, R] -> softmax over each row.

@@ -85,6 +85,56 @@ static inline void dwell_dequantize_row_q4_0(const dwell_block_q4_0* x, float* y
     }
 }
 
+/* FP8_E4M3 is the OCP 8-bit float "E4M3FN": sign bit, 4 exponent bits
+ * (bias 7), 3 mantissa bits. Exponent 0 codes the subnormals m * 2^-9.
+ * There are no infinities: the all-ones exponent holds normal values
+ * except mantissa 7, so 0x7f / 0xff are the only NaNs and the largest
+ * finite magnitude is 448 (0x7e). Decoding is exact for every code. */
+static inline float dwell_fp8_e4m3_to_fp32(uint8_t v) {
+    const uint32_t sign = (uint32_t)(v & 0x80u) << 24;
+    const uint32_t mag = v & 0x7fu;
+    uint32_t bits;
+    if (mag == 0x7fu) {
+        bits = sign | 0x7fc00000u;
+    } else if (mag >= 8u) { /* normal: re-bias the exponent from 7 to 127 */
+        bits = sign | ((mag + ((127u - 7u) << 3)) << 20);
+    } else { /* m * 2^-9 is a normal float: exact */
+        const float f = (float)mag * (1.0f / 512.0f);
+        return sign ? -f : f;
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Round to nearest, ties to even, in the OCP "saturating" mode: magnitudes
+ * of 448 and beyond (infinities included) become +-448, since a finite
+ * input must not turn into the NaN code, and NaN stays NaN (0x7f with the
+ * input's sign). */
+static inline uint8_t dwell_fp32_to_fp8_e4m3(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    const uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
+    const uint32_t absx = x & 0x7fffffffu;
+    if (absx > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
+    if (absx >= 0x43e00000u) return (uint8_t)(sign | 0x7eu); /* >= 448 */
+    if (absx < 0x3c800000u) {                                /* below 2^-6: subnormal */
+        float a;
+        memcpy(&a, &absx, sizeof a);
+        /* In units of 2^-9 the code is |f| rounded to an integer; 8 is the
+         * smallest normal, whose code is also 8. Both steps are exact. */
+        const float s = a * 512.0f;
+        uint32_t m = (uint32_t)s;
+        const float rest = s - (float)m;
+        if (rest > 0.5f || (rest == 0.5f && (m & 1u))) ++m;
+        return (uint8_t)(sign | m);
+    }
+    /* Drop 20 of the 23 mantissa bits (a carry moves into the exponent),
+     * then re-bias the exponent from 127 to 7. */
+    const uint32_t r = absx + 0x7ffffu + ((absx >> 20) & 1u);
+    return (uint8_t)(sign | ((r >> 20) - ((127u - 7u) << 3)));
+}
+
 /* Decoders of the formats shared with ggml. Each block has a one-block
  * function (blocks must be suitably aligned: callers reading from a mapped
  * file copy the block first) and a row function over n / block elements.

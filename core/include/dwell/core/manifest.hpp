@@ -54,6 +54,8 @@ struct Manifest {
     } cpu;
     struct Kv {
         dwell_dtype dtype = DWELL_F16;
+        // Pages kept for prompt prefixes after their sessions end; 0: off.
+        uint64_t prefix_cache_bytes = uint64_t{256} << 20;
     } kv;
     struct Plugins {
         std::vector<std::filesystem::path> search_paths;  // absolute, resolved against the file

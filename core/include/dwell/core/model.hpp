@@ -40,6 +40,8 @@ public:
     const std::string& architecture() const { return architecture_; }
     const LoadedPlugin& plugin() const { return *plugin_; }
     uint64_t weight_bytes() const { return weight_bytes_; }
+    // Unique among the models of its runtime.
+    uint64_t id() const { return id_; }
 
     const dwell_tensor* weight(std::string_view name) const;
     // Runs the plugin's build_graph; throws with the plugin's message.
@@ -55,6 +57,8 @@ private:
     std::string architecture_;
     std::map<std::string, dwell_tensor, std::less<>> weights_;
     uint64_t weight_bytes_ = 0;
+    uint64_t charged_bytes_ = 0;
+    uint64_t id_ = 0;  // weight bytes counted in the runtime's memory budget
     mutable std::mutex build_mutex_;  // the plugin's model object is single-threaded
     // The runtime it was loaded with, told on destruction that the weights
     // are gone (backends drop their copies); expired if the runtime went first.

@@ -9,6 +9,7 @@
 // Ownership: the runtime must outlive every Model and Session made from it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "dwell/backend.h"
+#include "dwell/core/kv_page_pool.hpp"
+#include "dwell/core/kv_prefix_cache.hpp"
 #include "dwell/core/manifest.hpp"
 #include "dwell/core/memory_pool.hpp"
 #include "dwell/core/plugin_loader.hpp"
@@ -28,6 +31,7 @@ struct RuntimeOptions {
     std::optional<std::filesystem::path> manifest;  // otherwise chosen by device facts
     int32_t threads = 0;                            // > 0 overrides [cpu] threads
     std::optional<uint64_t> memory_budget_bytes;    // overrides [memory] budget_mb
+    std::optional<uint64_t> prefix_cache_bytes;     // overrides [kv] prefix_cache_mb
     bool strict = false;          // fail instead of falling back to a lower-priority backend
     bool require_backend = true;  // false: a runtime with no usable backend (for reports)
 };
@@ -81,6 +85,16 @@ public:
     const std::string& manifest_choice() const { return manifest_choice_; }  // why this manifest
     MemoryPool& pool() { return *pool_; }
     const MemoryPool& pool() const { return *pool_; }
+    // The pages of every session's KV cache (shared prefixes share pages).
+    KvPagePool& kv_pages() { return *kv_pages_; }
+    // Pages of earlier prompts that new sessions may adopt.
+    KvPrefixCache& kv_prefixes() { return *kv_prefixes_; }
+    // A number no other Model of this runtime has had (keys the prefix cache).
+    uint64_t next_model_id() { return ++model_ids_; }
+    // A Model is being unloaded: its cached prefixes go.
+    void forget_model(uint64_t model_id) const { kv_prefixes_->forget_model(model_id); }
+    // Gives bytes charged to the pool back (a Model's weights on unload).
+    void uncharge(uint64_t bytes, MemoryUse use) const { pool_->uncharge(bytes, use); }
     PluginLoader& loader() { return *loader_; }
     const dwell_host_services* host_services() const { return &services_; }
     const std::vector<std::unique_ptr<Backend>>& backends() const { return backends_; }
@@ -110,6 +124,9 @@ private:
     Manifest manifest_;
     std::string manifest_choice_;
     std::unique_ptr<MemoryPool> pool_;
+    std::unique_ptr<KvPagePool> kv_pages_;        // after pool_: goes first
+    std::unique_ptr<KvPrefixCache> kv_prefixes_;  // holds pages: goes before kv_pages_
+    std::atomic<uint64_t> model_ids_{0};
     dwell_host_services services_{};
     std::unique_ptr<PluginLoader> loader_;
     std::vector<std::unique_ptr<Backend>> backends_;

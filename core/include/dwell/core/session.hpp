@@ -1,18 +1,28 @@
-// One conversation with a model: its KV cache, its position, and the
+// One conversation with a model: its tokens, its paged KV cache, and the
 // machinery that turns a batch of tokens into logits (graph build by the
 // model plugin, placement by the scheduler, activations in the pool).
 //
-// Thread-safety: a session is used by one thread at a time; many sessions
-// may share a Model and a Runtime.
+// Many sessions may live at once on one Runtime and Model. Their KV pages
+// come from the runtime's KvPagePool: fork() shares every page, and pages
+// are copied only when a session writes into a shared one.
+//
+// Thread-safety: a session is used by one thread at a time, except
+// cancel(), which any thread may call at any time. Sessions on different
+// threads may share a Model and a Runtime.
+// Ownership: the Runtime must outlive the session; the session shares the
+// Model.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "dwell/core/context_shift.hpp"
 #include "dwell/core/kv_cache.hpp"
 #include "dwell/core/memory_pool.hpp"
 #include "dwell/core/scheduler.hpp"
@@ -22,45 +32,104 @@ namespace dwell {
 class Model;
 class Runtime;
 
+// What decode() does when the tokens would not fit the context.
+enum class ContextFull {
+    Stop,   // throw DWELL_ERR_OUT_OF_MEMORY ("context full ...")
+    Shift,  // keep the first n_keep positions, drop the older half of the rest
+};
+
 struct SessionOptions {
     int32_t n_ctx = 0;                    // 0: the model's training context
     int32_t n_batch = 256;                // longest batch run in one graph
     std::optional<dwell_dtype> kv_dtype;  // default: the manifest's [kv] dtype
+    ContextFull on_full = ContextFull::Stop;
+    int32_t n_keep = 0;  // with Shift: positions never dropped (e.g. a system prompt)
 };
 
 class Session {
 public:
     Session(Runtime& runtime, std::shared_ptr<const Model> model,
             const SessionOptions& options = {});
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
 
     // Appends `tokens` at the current position and returns the logits of the
     // last token, or of every token when all_logits ([n_tokens x n_vocab]).
-    // Throws dwell::Error on a bad token id, a full context, or a backend failure;
-    // the session is then unchanged.
+    // Throws dwell::Error on a bad token id, a full context, running out of
+    // memory budget, cancel() (DWELL_ERR_CANCELLED), or a backend failure;
+    // the session is then as before the call.
     // The returned span stays valid until the next decode() call, whether
     // that call succeeds or not.
     std::span<const float> decode(std::span<const int32_t> tokens, bool all_logits = false);
 
+    // Makes the running (or the next) decode() stop between two batches, and
+    // generate() between two tokens, with DWELL_ERR_CANCELLED. The flag
+    // stays set until clear_cancel().
+    void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+    void clear_cancel() { cancelled_.store(false, std::memory_order_relaxed); }
+    bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+    // A new session at the same point of the same conversation (same
+    // tokens, same last logits) sharing this one's KV pages.
+    std::unique_ptr<Session> fork() const;
+
+    // Writes the conversation (tokens, KV rows, last logits) to `path`, and
+    // reads one back into a new session of the same model, KV type and
+    // context. Throws naming the file on I/O errors, a file of another
+    // model or type, or damage.
+    void save(const std::filesystem::path& path) const;
+    static std::unique_ptr<Session> restore(Runtime& runtime, std::shared_ptr<const Model> model,
+                                            const std::filesystem::path& path,
+                                            const SessionOptions& options = {});
+
+    // True when a full context shifts instead of stopping.
+    bool shifts_context() const { return on_full_ == ContextFull::Shift; }
+    // Positions dropped by context shifts so far.
+    int64_t n_shifted() const { return n_shifted_; }
     int32_t n_past() const { return n_past_; }
     int32_t n_ctx() const { return n_ctx_; }
+    const std::vector<int32_t>& tokens() const { return tokens_; }
     const Model& model() const { return *model_; }
     const KvCache& kv_cache() const { return kv_; }
+    // The logits of the last token decoded (empty before the first decode).
+    std::span<const float> last_logits() const;
     // The placement of the first step, for the log and `dwell run -v`.
     const std::string& placement_summary() const { return placement_summary_; }
 
 private:
+    Session(Runtime& runtime, std::shared_ptr<const Model> model, int32_t n_ctx, int32_t n_batch,
+            KvCache kv);
+    // Makes room for n_new tokens by dropping positions after n_keep_.
+    void shift_for(size_t n_new);
+    // Builds (without running) the graph of a step of n_tokens.
+    void build_step_graph(Graph& graph, int32_t n_tokens, int32_t n_out) const;
     void run_batch(std::span<const int32_t> tokens, bool all_logits);
+    void check_cancel() const;
+    // Adopts cached pages for whole pages at the front of `tokens`; returns
+    // how many tokens they covered.
+    size_t adopt_cached_prefix(std::span<const int32_t> tokens);
+    // Offers the full pages not yet offered to the runtime's prefix cache.
+    void publish_pages();
 
     Runtime& runtime_;
     std::shared_ptr<const Model> model_;
     int32_t n_ctx_;
     int32_t n_batch_;
+    ContextFull on_full_ = ContextFull::Stop;
+    int32_t n_keep_ = 0;
+    int64_t n_shifted_ = 0;
+    std::optional<std::optional<KeyRope>> key_rope_;  // outer: looked up yet
     KvCache kv_;
     Scheduler scheduler_;
     PoolBuffer arena_;
     int32_t n_past_ = 0;
+    std::vector<int32_t> tokens_;      // the n_past_ tokens in the cache
+    uint64_t prefix_root_ = 0;         // prefix-cache key of the empty prefix
+    std::vector<uint64_t> page_keys_;  // prefix-cache key after each full page offered
     std::vector<float> logits_;
     std::string placement_summary_;
+    std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace dwell

@@ -9,5 +9,7 @@ namespace dwell {
 
 // MemAvailable from <root>/proc/meminfo in bytes; 0 when unknown.
 uint64_t available_memory_bytes(const std::filesystem::path& root = "/");
+// MemTotal, likewise.
+uint64_t physical_memory_bytes(const std::filesystem::path& root = "/");
 
 }  // namespace dwell

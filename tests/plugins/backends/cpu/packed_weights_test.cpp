@@ -1,6 +1,7 @@
 // The repacked-weight cache: reused for the same leaf weight, packed afresh
 // when the bytes at an address change, never kept for a weight some node
-// writes, and dropped when the host releases the weights.
+// writes (an attention's KV cache included), and dropped when the host
+// releases the weights.
 #include "packed_weights.hpp"
 
 #include <gtest/gtest.h>
@@ -74,6 +75,46 @@ TEST(PackedWeights, WeightsWrittenByTheGraphAreNotCached) {
                     scale += std::fabs(double(w[size_t(n * 64 + i)]) * xs[size_t(m * 64 + i)]);
                 }
                 // Q8_0 weights and activations: well within 2 % of sum |w x|.
+                EXPECT_NEAR(got[size_t(m * 8 + n)], want, 0.02 * scale) << round;
+            }
+        }
+    }
+    EXPECT_EQ(cache.bytes(), 0u);
+}
+
+// ATTENTION writes its cache inputs as well as its output (graph.h): a
+// matmul reading a KV cache must see each run's new rows, not a packed copy.
+TEST(PackedWeights, CachesWrittenByAttentionAreNotCached) {
+    if (gemm_kernel(DWELL_Q8_0) == nullptr) GTEST_SKIP() << "no blocked Q8_0 kernel";
+    TestGraph g;
+    const int q = g.tensor(DWELL_F32, {32, 1, 1});
+    const int k = g.tensor(DWELL_F32, {32, 1, 1});
+    const int kc = g.tensor(DWELL_Q8_0, {32, 8});
+    const int vc = g.tensor(DWELL_Q8_0, {32, 8});
+    const int pos = g.tensor(DWELL_I32, {1});
+    const int att = g.tensor(DWELL_F32, {32, 1, 1});
+    const int x = g.tensor(DWELL_F32, {32, 2});
+    const int out = g.tensor(DWELL_F32, {8, 2});
+    g.node(DWELL_OP_ATTENTION, att, {q, k, k, kc, vc, pos}, {}, {1.0f});
+    g.node(DWELL_OP_MATMUL, out, {kc, x});
+    g.set(x, random_floats(32 * 2, 7));
+    ThreadPool pool(2);
+    PackedWeights cache;
+    for (int32_t round = 0; round < 3; ++round) {
+        g.set(k, random_floats(32, 20 + static_cast<uint32_t>(round)));
+        g.set<int32_t>(pos, {round});
+        ASSERT_FALSE(g.run(pool, &cache));
+        const std::vector<float> got = g.f32(out);
+        const std::vector<float> xs = g.f32(x);
+        const std::vector<uint8_t> rows = g.raw_rows(kc);
+        for (int n = 0; n <= round; ++n) {
+            const auto w = test::ref_decode_row(DWELL_Q8_0, rows.data() + 34 * n, 32);
+            for (int m = 0; m < 2; ++m) {
+                double want = 0, scale = 0;
+                for (int i = 0; i < 32; ++i) {
+                    want += w[size_t(i)] * xs[size_t(m * 32 + i)];
+                    scale += std::fabs(w[size_t(i)] * xs[size_t(m * 32 + i)]);
+                }
                 EXPECT_NEAR(got[size_t(m * 8 + n)], want, 0.02 * scale) << round;
             }
         }

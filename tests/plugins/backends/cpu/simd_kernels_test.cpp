@@ -4,6 +4,8 @@
 // sum |w * x|, the scale float rounding error grows with (relative to the
 // result itself, cancellation could make any reordering look wrong).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -72,6 +74,69 @@ void check_f32_dot(SimdLevel level, dwell_dtype t, int64_t block, DotF32Fn DotKe
     }
 }
 
+// Element formats at every length 0..67 (every remainder of the widest
+// unrolled step, 64 elements, so each tail width), a whole number of steps
+// and a long odd row, with misaligned rows and activations.
+void check_element_dot(SimdLevel level, dwell_dtype t, DotF32Fn DotKernels::*fn) {
+    if (!level_supported(level)) {
+        GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
+    }
+    const DotKernels simd = dot_kernels_for(level);
+    const DotKernels scalar = dot_kernels_for(SimdLevel::Scalar);
+    ASSERT_EQ(simd.level, level);
+    std::vector<int64_t> lengths;
+    for (int64_t n = 0; n <= 67; ++n) lengths.push_back(n);
+    lengths.push_back(256);
+    lengths.push_back(4096 + 3);
+    uint32_t seed = 500;
+    for (int64_t n : lengths) {
+        const auto bytes = random_weight_rows(t, n, 1, seed++);
+        const auto xs = random_floats(static_cast<size_t>(n) + 1, seed++);
+        for (size_t off : {size_t{0}, size_t{1}, size_t{2}, size_t{3}}) {
+            OffsetBuffer row(bytes, off);
+            for (size_t xoff : {size_t{0}, size_t{1}}) {
+                const float* x = xs.data() + xoff;
+                const float want = (scalar.*fn)(row.data(), x, n);
+                const float got = (simd.*fn)(row.data(), x, n);
+                const double scale = abs_dot(row.data(), t, x, n);
+                EXPECT_NEAR(got, want, 1e-5 * scale)
+                    << dwell_dtype_name(t) << " n=" << n << " offset=" << off << " x+" << xoff;
+            }
+        }
+    }
+}
+
+// A row that ends a mapped file is followed by nothing: rows and
+// activations that end exactly at an inaccessible page must not fault, so
+// tails may not read whole vectors past n.
+void check_element_dot_at_page_end(SimdLevel level, dwell_dtype t, DotF32Fn DotKernels::*fn) {
+    if (!level_supported(level)) {
+        GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
+    }
+    const DotKernels simd = dot_kernels_for(level);
+    const DotKernels scalar = dot_kernels_for(SimdLevel::Scalar);
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    auto* map = static_cast<unsigned char*>(
+        mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(map, MAP_FAILED);
+    // Pages 1 and 3 are guards; the row ends page 0, the activations page 2.
+    ASSERT_EQ(mprotect(map + page, page, PROT_NONE), 0);
+    ASSERT_EQ(mprotect(map + 3 * page, page, PROT_NONE), 0);
+    uint32_t seed = 900;
+    for (int64_t n = 1; n <= 67; ++n) {
+        const auto bytes = random_weight_rows(t, n, 1, seed++);
+        const auto xs = random_floats(static_cast<size_t>(n), seed++);
+        unsigned char* row = map + page - bytes.size();
+        std::memcpy(row, bytes.data(), bytes.size());
+        auto* x = reinterpret_cast<float*>(map + 3 * page) - n;
+        std::memcpy(x, xs.data(), xs.size() * sizeof(float));
+        const float want = (scalar.*fn)(row, x, n);
+        const float got = (simd.*fn)(row, x, n);
+        EXPECT_NEAR(got, want, 1e-5 * abs_dot(row, t, x, n)) << dwell_dtype_name(t) << " n=" << n;
+    }
+    munmap(map, 4 * page);
+}
+
 void check_q8_K_dot(SimdLevel level, dwell_dtype t, DotQ8KFn DotKernels::*fn) {
     if (!level_supported(level)) {
         GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
@@ -96,34 +161,6 @@ void check_q8_K_dot(SimdLevel level, dwell_dtype t, DotQ8KFn DotKernels::*fn) {
                 << want;
         }
     }
-}
-
-TEST(SimdKernels, Avx2F16) {
-    check_f32_dot(SimdLevel::Avx2, DWELL_F16, 32, &DotKernels::f16_f32);
-}
-
-TEST(SimdKernels, Avx2F32) {
-    check_f32_dot(SimdLevel::Avx2, DWELL_F32, 32, &DotKernels::f32_f32);
-}
-
-TEST(SimdKernels, Avx2BF16) {
-    check_f32_dot(SimdLevel::Avx2, DWELL_BF16, 32, &DotKernels::bf16_f32);
-}
-
-TEST(SimdKernels, Avx2Q8_0) {
-    check_f32_dot(SimdLevel::Avx2, DWELL_Q8_0, DWELL_QK8_0, &DotKernels::q8_0_f32);
-}
-
-TEST(SimdKernels, Avx2Q4_0) {
-    check_f32_dot(SimdLevel::Avx2, DWELL_Q4_0, DWELL_QK4_0, &DotKernels::q4_0_f32);
-}
-
-TEST(SimdKernels, Avx2Q4_KIsBitIdentical) {
-    check_q8_K_dot(SimdLevel::Avx2, DWELL_Q4_K, &DotKernels::q4_K_q8_K);
-}
-
-TEST(SimdKernels, Avx2Q6_KIsBitIdentical) {
-    check_q8_K_dot(SimdLevel::Avx2, DWELL_Q6_K, &DotKernels::q6_K_q8_K);
 }
 
 // Extreme codes and activations: all-max nibbles against -128/127 bytes,
@@ -154,8 +191,77 @@ void check_k_quant_extremes(SimdLevel level) {
     }
 }
 
-TEST(SimdKernels, Avx2KQuantExtremes) {
-    check_k_quant_extremes(SimdLevel::Avx2);
+// x86-64: Avx512 has its own element-format dots and shares the integer
+// ones with Avx2, so both tables are checked entry by entry.
+class X86Levels : public ::testing::TestWithParam<SimdLevel> {};
+
+TEST_P(X86Levels, F16) {
+    check_f32_dot(GetParam(), DWELL_F16, 32, &DotKernels::f16_f32);
+}
+
+TEST_P(X86Levels, F32) {
+    check_f32_dot(GetParam(), DWELL_F32, 32, &DotKernels::f32_f32);
+}
+
+TEST_P(X86Levels, BF16) {
+    check_f32_dot(GetParam(), DWELL_BF16, 32, &DotKernels::bf16_f32);
+}
+
+TEST_P(X86Levels, F16AllLengths) {
+    check_element_dot(GetParam(), DWELL_F16, &DotKernels::f16_f32);
+}
+
+TEST_P(X86Levels, F32AllLengths) {
+    check_element_dot(GetParam(), DWELL_F32, &DotKernels::f32_f32);
+}
+
+TEST_P(X86Levels, BF16AllLengths) {
+    check_element_dot(GetParam(), DWELL_BF16, &DotKernels::bf16_f32);
+}
+
+TEST_P(X86Levels, ElementDotsStopAtRowEnd) {
+    check_element_dot_at_page_end(GetParam(), DWELL_F16, &DotKernels::f16_f32);
+    check_element_dot_at_page_end(GetParam(), DWELL_F32, &DotKernels::f32_f32);
+    check_element_dot_at_page_end(GetParam(), DWELL_BF16, &DotKernels::bf16_f32);
+}
+
+TEST_P(X86Levels, Q8_0) {
+    check_f32_dot(GetParam(), DWELL_Q8_0, DWELL_QK8_0, &DotKernels::q8_0_f32);
+}
+
+TEST_P(X86Levels, Q4_0) {
+    check_f32_dot(GetParam(), DWELL_Q4_0, DWELL_QK4_0, &DotKernels::q4_0_f32);
+}
+
+TEST_P(X86Levels, Q4_KIsBitIdentical) {
+    check_q8_K_dot(GetParam(), DWELL_Q4_K, &DotKernels::q4_K_q8_K);
+}
+
+TEST_P(X86Levels, Q6_KIsBitIdentical) {
+    check_q8_K_dot(GetParam(), DWELL_Q6_K, &DotKernels::q6_K_q8_K);
+}
+
+TEST_P(X86Levels, KQuantExtremes) {
+    check_k_quant_extremes(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(SimdKernels, X86Levels,
+                         ::testing::Values(SimdLevel::Avx2, SimdLevel::Avx512),
+                         [](const auto& info) { return simd_level_name(info.param); });
+
+// A table that silently kept the AVX2 entries would pass X86Levels too.
+TEST(SimdKernels, Avx512TableHasAvx512ElementDots) {
+#if defined(__x86_64__)
+    const DotKernels k = dot_kernels_for(SimdLevel::Avx512);
+    EXPECT_EQ(k.level, SimdLevel::Avx512);
+    EXPECT_EQ(k.f32_f32, &dot_f32_f32_avx512);
+    EXPECT_EQ(k.f16_f32, &dot_f16_f32_avx512);
+    EXPECT_EQ(k.bf16_f32, &dot_bf16_f32_avx512);
+    EXPECT_EQ(k.q4_K_q8_K, &dot_q4_K_q8_K_avx2);
+    EXPECT_EQ(dot_kernels_for(SimdLevel::Avx2).f16_f32, &dot_f16_f32_avx2);
+#else
+    GTEST_SKIP() << "not x86-64";
+#endif
 }
 
 // aarch64: every level has its own table entries (Neon: widening

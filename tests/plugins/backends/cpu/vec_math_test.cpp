@@ -16,12 +16,13 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "activation_math.hpp"
 #include "cpu_test_graph.hpp"
-#include "dwell/tensor.h"
+#include "dwell/quant.h"
 
 namespace dwell::cpu {
 namespace {
@@ -115,14 +116,17 @@ protected:
 
 TEST_P(VecMath, TableIsCompleteAtItsLevel) {
     EXPECT_EQ(vk_.level, GetParam());
-    for (auto* p : {reinterpret_cast<void*>(vk_.dot_f32), reinterpret_cast<void*>(vk_.dot_f16_f32),
-                    reinterpret_cast<void*>(vk_.axpy_f32), reinterpret_cast<void*>(vk_.axpy_f16),
-                    reinterpret_cast<void*>(vk_.round_f16), reinterpret_cast<void*>(vk_.scale),
-                    reinterpret_cast<void*>(vk_.sum_squares), reinterpret_cast<void*>(vk_.max),
-                    reinterpret_cast<void*>(vk_.exp_sum), reinterpret_cast<void*>(vk_.silu),
-                    reinterpret_cast<void*>(vk_.swiglu), reinterpret_cast<void*>(vk_.add),
-                    reinterpret_cast<void*>(vk_.mul), reinterpret_cast<void*>(vk_.rope_norm),
-                    reinterpret_cast<void*>(vk_.rope_neox)}) {
+    for (auto* p :
+         {reinterpret_cast<void*>(vk_.dot_f32), reinterpret_cast<void*>(vk_.dot_f16_f32),
+          reinterpret_cast<void*>(vk_.axpy_f32), reinterpret_cast<void*>(vk_.axpy_f16),
+          reinterpret_cast<void*>(vk_.round_f16), reinterpret_cast<void*>(vk_.scale),
+          reinterpret_cast<void*>(vk_.sum_squares), reinterpret_cast<void*>(vk_.max),
+          reinterpret_cast<void*>(vk_.exp_sum), reinterpret_cast<void*>(vk_.silu),
+          reinterpret_cast<void*>(vk_.swiglu), reinterpret_cast<void*>(vk_.add),
+          reinterpret_cast<void*>(vk_.mul), reinterpret_cast<void*>(vk_.rope_norm),
+          reinterpret_cast<void*>(vk_.rope_neox), reinterpret_cast<void*>(vk_.dot_q8_0_f32),
+          reinterpret_cast<void*>(vk_.dot_fp8_f32), reinterpret_cast<void*>(vk_.axpy_q8_0),
+          reinterpret_cast<void*>(vk_.axpy_fp8)}) {
         EXPECT_NE(p, nullptr);
     }
 }
@@ -192,6 +196,143 @@ TEST_P(VecMath, AxpyRowsAreBitIdentical) {
             vk_.axpy_f16(w.data(), bh.data(), hstride * 2, n_rows, got16.data(), n);
             EXPECT_TRUE(bits_equal(got16.vec(sz(n)), want16.vec(sz(n))))
                 << "f16 n=" << n << " rows=" << n_rows;
+        }
+    }
+}
+
+// Random E4M3 codes, every finite one possible (the NaN codes excluded).
+std::vector<uint8_t> random_fp8(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::vector<uint8_t> c(n);
+    for (auto& b : c) {
+        b = static_cast<uint8_t>(byte(rng));
+        if ((b & 0x7f) == 0x7f) --b;
+    }
+    return c;
+}
+
+// Element offsets into a Q8_0 row: block-aligned, inside the first block,
+// at its last value, and past one block (attention head slices).
+const int64_t kQ8Firsts[] = {0, 5, 8, 31, 32, 40};
+
+// Q8_0 dots over a slice [first, first + n): against the scalar entry like
+// the other dots, and the scalar entry against the values decoded in
+// double (each block's float sum, then its scale, adds a rounding per block).
+TEST_P(VecMath, DotQ8_0) {
+    uint32_t seed = 1000;
+    for (int64_t n : kLengths) {
+        for (int64_t first : kQ8Firsts) {
+            const int64_t n_blocks = (first + n + 31) / 32 + 1;
+            const auto row = test::random_weight_rows(DWELL_Q8_0, 32 * n_blocks, 1, seed++);
+            const auto x = test::ref_decode_row(DWELL_Q8_0, row.data(), 32 * n_blocks);
+            const auto y = random_floats(sz(n), seed++, -3.0f, 3.0f);
+            double exact = 0, abs_sum = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                exact += x[sz(first + i)] * y[sz(i)];
+                abs_sum += std::fabs(x[sz(first + i)] * y[sz(i)]);
+            }
+            for (size_t off : {0u, 1u, 3u}) {
+                const test::OffsetBuffer bq(row, off);
+                FloatBuf by(y, off);
+                const float want = ref_.dot_q8_0_f32(bq.data(), first, by.data(), n);
+                const float got = vk_.dot_q8_0_f32(bq.data(), first, by.data(), n);
+                EXPECT_NEAR(want, exact, (n + 34) * kU * abs_sum)
+                    << "n=" << n << " first=" << first;
+                EXPECT_NEAR(got, want, 2.0 * (n + 34) * kU * abs_sum)
+                    << "n=" << n << " first=" << first << " offset=" << off;
+            }
+        }
+    }
+}
+
+TEST_P(VecMath, DotFp8) {
+    uint32_t seed = 1100;
+    for (int64_t n : kLengths) {
+        const auto c = random_fp8(sz(n), seed++);
+        const auto y = random_floats(sz(n), seed++, -3.0f, 3.0f);
+        double exact = 0, abs_sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double v = dwell_fp8_e4m3_to_fp32(c[sz(i)]);
+            exact += v * y[sz(i)];
+            abs_sum += std::fabs(v * y[sz(i)]);
+        }
+        for (size_t off : {0u, 1u, 7u}) {
+            const test::OffsetBuffer bc(c, off);
+            FloatBuf by(y, off % 4);
+            const float want = ref_.dot_fp8_f32(bc.data(), by.data(), n);
+            const float got = vk_.dot_fp8_f32(bc.data(), by.data(), n);
+            EXPECT_NEAR(want, exact, (n + 1) * kU * abs_sum) << "n=" << n;
+            EXPECT_NEAR(got, want, 2.0 * (n + 1) * kU * abs_sum) << "n=" << n << " offset=" << off;
+        }
+        if (n == 0) continue;
+        // A NaN code anywhere, vector body or tail, makes the dot NaN.
+        for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+            auto bad = c;
+            bad[sz(at)] = at % 2 ? 0xff : 0x7f;
+            EXPECT_TRUE(std::isnan(vk_.dot_fp8_f32(bad.data(), y.data(), n)))
+                << "n=" << n << " at=" << at;
+        }
+    }
+}
+
+// Every code through the vector loads and the tails: an axpy of weight 1
+// onto -0 (the one start that keeps both zeros) leaves the decoded value
+// itself, which must be the SDK decoder's bit for bit.
+TEST_P(VecMath, Fp8DecodeIsExact) {
+    std::vector<uint8_t> codes(256);
+    for (int c = 0; c < 256; ++c) codes[sz(c)] = static_cast<uint8_t>(c);
+    const float one = 1.0f;
+    for (int64_t start : {0, 1, 3, 5}) {
+        const int64_t n = 256 - start;
+        std::vector<float> y(sz(n), -0.0f);
+        vk_.axpy_fp8(&one, codes.data() + start, 0, 1, y.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+            const auto c = static_cast<uint8_t>(start + i);
+            const float want = dwell_fp8_e4m3_to_fp32(c);
+            if (std::isnan(want)) {
+                EXPECT_TRUE(std::isnan(y[sz(i)])) << "code " << int(c);
+            } else {
+                EXPECT_TRUE(bits_equal({y[sz(i)]}, {want}))
+                    << "code " << int(c) << ": " << y[sz(i)];
+            }
+        }
+    }
+}
+
+// As for f32/f16 rows: the same multiply (weight times block scale, then
+// times the value) and add per element and row in every level. Padded,
+// unaligned rows, slices starting inside a block.
+TEST_P(VecMath, AxpyQ8_0AndFp8AreBitIdentical) {
+    uint32_t seed = 1200;
+    for (int64_t n : kLengths) {
+        for (int64_t n_rows : {1, 3, 17}) {
+            const auto y0 = random_floats(sz(n), seed++);
+            const auto w = random_floats(sz(n_rows), seed++);
+            for (int64_t first : kQ8Firsts) {
+                const int64_t n_blocks = (first + n + 31) / 32;
+                const int64_t stride = n_blocks * 34 + 5;
+                std::vector<uint8_t> rows;
+                for (int64_t j = 0; j < n_rows; ++j) {
+                    const auto r = test::random_weight_rows(DWELL_Q8_0, 32 * n_blocks, 1, seed++);
+                    rows.insert(rows.end(), r.begin(), r.end());
+                    rows.insert(rows.end(), 5, 0xee);
+                }
+                const test::OffsetBuffer br(rows, 1);
+                FloatBuf want(y0, 0), got(y0, 1);
+                ref_.axpy_q8_0(w.data(), br.data(), stride, n_rows, first, want.data(), n);
+                vk_.axpy_q8_0(w.data(), br.data(), stride, n_rows, first, got.data(), n);
+                EXPECT_TRUE(bits_equal(got.vec(sz(n)), want.vec(sz(n))))
+                    << "q8_0 n=" << n << " rows=" << n_rows << " first=" << first;
+            }
+            const int64_t stride = n + 3;
+            const auto codes = random_fp8(sz(n_rows * stride), seed++);
+            const test::OffsetBuffer bc(codes, 3);
+            FloatBuf want(y0, 2), got(y0, 3);
+            ref_.axpy_fp8(w.data(), bc.data(), stride, n_rows, want.data(), n);
+            vk_.axpy_fp8(w.data(), bc.data(), stride, n_rows, got.data(), n);
+            EXPECT_TRUE(bits_equal(got.vec(sz(n)), want.vec(sz(n))))
+                << "fp8 n=" << n << " rows=" << n_rows;
         }
     }
 }

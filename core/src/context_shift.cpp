@@ -1,0 +1,132 @@
+#include "dwell/core/context_shift.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dwell/core/error.hpp"
+#include "dwell/quant.h"
+
+namespace dwell {
+
+namespace {
+
+void row_to_f32(dwell_dtype t, const unsigned char* row, float* out, int64_t n) {
+    switch (t) {
+        case DWELL_F32:
+            std::memcpy(out, row, static_cast<size_t>(n) * sizeof(float));
+            return;
+        case DWELL_F16: {
+            const auto* h = reinterpret_cast<const uint16_t*>(row);
+            for (int64_t i = 0; i < n; ++i) out[i] = dwell_fp16_to_fp32(h[i]);
+            return;
+        }
+        case DWELL_Q8_0:
+            dwell_dequantize_row_q8_0(reinterpret_cast<const dwell_block_q8_0*>(row), out, n);
+            return;
+        case DWELL_FP8_E4M3:
+            for (int64_t i = 0; i < n; ++i) out[i] = dwell_fp8_e4m3_to_fp32(row[i]);
+            return;
+        default:
+            break;
+    }
+    throw Error(DWELL_ERR_UNSUPPORTED,
+                std::string("context shift: KV type ") + dwell_dtype_name(t) + " is not supported");
+}
+
+void f32_to_row(dwell_dtype t, const float* in, unsigned char* row, int64_t n) {
+    switch (t) {
+        case DWELL_F32:
+            std::memcpy(row, in, static_cast<size_t>(n) * sizeof(float));
+            return;
+        case DWELL_F16: {
+            auto* h = reinterpret_cast<uint16_t*>(row);
+            for (int64_t i = 0; i < n; ++i) h[i] = dwell_fp32_to_fp16(in[i]);
+            return;
+        }
+        case DWELL_Q8_0:
+            dwell_quantize_row_q8_0(in, reinterpret_cast<dwell_block_q8_0*>(row), n);
+            return;
+        case DWELL_FP8_E4M3:
+            for (int64_t i = 0; i < n; ++i) row[i] = dwell_fp32_to_fp8_e4m3(in[i]);
+            return;
+        default:
+            break;
+    }
+    throw Error(DWELL_ERR_UNSUPPORTED,
+                std::string("context shift: KV type ") + dwell_dtype_name(t) + " is not supported");
+}
+
+// Rotates every head of a key row by `delta` positions. RoPE angles are
+// linear in the position, so turning a key computed at p by delta gives the
+// key at p + delta.
+void rotate_row(const KeyRope& r, float* x, int64_t width, double delta) {
+    const int64_t half = r.n_rot / 2;
+    for (int64_t head = 0; head + r.head_dim <= width; head += r.head_dim) {
+        float* h = x + head;
+        for (int64_t i = 0; i < half; ++i) {
+            const double theta =
+                delta * r.freq_scale *
+                std::pow(static_cast<double>(r.freq_base), -2.0 * static_cast<double>(i) / r.n_rot);
+            const double c = std::cos(theta), s = std::sin(theta);
+            const int64_t a = r.mode == DWELL_ROPE_NEOX ? i : 2 * i;
+            const int64_t b = r.mode == DWELL_ROPE_NEOX ? i + half : 2 * i + 1;
+            const double x0 = h[a], x1 = h[b];
+            h[a] = static_cast<float>(x0 * c - x1 * s);
+            h[b] = static_cast<float>(x0 * s + x1 * c);
+        }
+    }
+}
+
+}  // namespace
+
+std::optional<KeyRope> find_key_rope(const Graph& graph) {
+    for (const dwell_node& node : graph.nodes) {
+        if (node.op != DWELL_OP_ATTENTION) continue;
+        const int32_t producer = graph.slots[graph.storage_of(node.inputs[1])].producer;
+        if (producer < 0) return std::nullopt;
+        const dwell_node& rope = graph.nodes[static_cast<size_t>(producer)];
+        if (rope.op != DWELL_OP_ROPE) return std::nullopt;
+        KeyRope r;
+        r.mode = rope.iparams[0];
+        r.n_rot = rope.iparams[1];
+        r.head_dim = graph.slots[rope.inputs[0]].tensor.ne[0];
+        r.freq_base = rope.fparams[0];
+        r.freq_scale = rope.fparams[1];
+        return r;
+    }
+    return std::nullopt;
+}
+
+void shift_context(KvCache& kv, const std::optional<KeyRope>& rope, int64_t n_keep,
+                   int64_t n_discard, int64_t n_past) {
+    if (n_keep < 0 || n_discard <= 0 || n_keep + n_discard > n_past) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "context shift: cannot drop " + std::to_string(n_discard) + " of " +
+                        std::to_string(n_past) + " positions after the first " +
+                        std::to_string(n_keep));
+    }
+    const int64_t n_after = n_past - n_discard;
+    // Rows move into pages other sessions may share: those are copied first.
+    if (n_after > n_keep) kv.prepare_write(n_keep, n_after);
+    const int64_t width = kv.kv_width();
+    std::vector<float> buf(static_cast<size_t>(width));
+    for (int32_t l = 0; l < kv.n_layer(); ++l) {
+        for (int64_t pos = n_keep + n_discard; pos < n_past; ++pos) {
+            const int64_t to = pos - n_discard;
+            // Values move as they are.
+            std::memcpy(kv.row(l, 1, to), kv.row(l, 1, pos), kv.row_bytes());
+            if (!rope) {
+                std::memcpy(kv.row(l, 0, to), kv.row(l, 0, pos), kv.row_bytes());
+                continue;
+            }
+            row_to_f32(kv.dtype(), kv.row(l, 0, pos), buf.data(), width);
+            rotate_row(*rope, buf.data(), width, -static_cast<double>(n_discard));
+            f32_to_row(kv.dtype(), buf.data(), kv.row(l, 0, to), width);
+        }
+    }
+    kv.truncate(n_after);
+}
+
+}  // namespace dwell
