@@ -58,10 +58,16 @@ for t in "${types[@]}"; do
     "$dwell" bench -m "$model" --depth "$depth" -p 1 -n "$n" -r "$r" --ctx "$ctx" \
       --kv-type "$t" --threads "$threads" --json >>"$work/dwell.jsonl"
     if [ -n "$llama_bench" ]; then
-      # llama.cpp names its types as dwell does, except fp8 (which it lacks).
-      case "$t" in f16 | q8_0 | f32) ;; *) continue ;; esac
-      "$llama_bench" -m "$model" -p "$depth" -n 0 -pg "$depth,$n" -r "$r" -t "$threads" \
-        -ctk "$t" -ctv "$t" -o json 2>/dev/null | jq -c . >>"$work/llama.jsonl"
+      # llama.cpp names its types as dwell does, except fp8 (which it lacks);
+      # it stores a quantized V cache only with flash attention on.
+      fa=0
+      case "$t" in f16 | f32) ;; q8_0) fa=1 ;; *) continue ;; esac
+      if "$llama_bench" -m "$model" -p "$depth" -n 0 -pg "$depth,$n" -r "$r" -t "$threads" \
+        -ctk "$t" -ctv "$t" -fa "$fa" -o json >"$work/llama.json" 2>"$work/llama.err"; then
+        jq -c . "$work/llama.json" >>"$work/llama.jsonl"
+      else
+        echo "$0: llama-bench failed for --kv-type $t: $(tail -1 "$work/llama.err")" >&2
+      fi
     fi
   done
   jq -n -c --arg t "$t" --argjson depth "$depth" --argjson n "$n" --argjson threads "$threads" \
@@ -76,6 +82,7 @@ for t in "${types[@]}"; do
         $n / ($ns / 1e9)) | median) as $ltg |
     $dwell[0] as $d |
     {model: $d.model, kv_type: $t, depth: $depth, n_gen: $n, threads: $threads,
+     llama_cpp_flash_attn: ($t == "q8_0"),
      kv_bytes_per_token: $d.kv_bytes_per_token,
      dwell: {decode_tokens_per_second: $dtg,
              peak_rss_bytes: ($dwell | map(.peak_rss_bytes) | max)}}

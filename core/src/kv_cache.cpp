@@ -142,14 +142,18 @@ void KvCache::prepare_write(int64_t begin, int64_t end) {
             refresh_tensors();
             throw;
         }
-        for (int32_t l = 0; l < n_layer_; ++l) {
-            auto& table = tables_[static_cast<size_t>(l)];
-            table.push_back(ids[static_cast<size_t>(2 * l)]);
-            table.push_back(ids[static_cast<size_t>(2 * l + 1)]);
-        }
-        ++n_logical_;
+        append_page(ids);
     }
     refresh_tensors();
+}
+
+void KvCache::append_page(std::span<const int32_t> ids) {
+    for (int32_t l = 0; l < n_layer_; ++l) {
+        auto& table = tables_[static_cast<size_t>(l)];
+        table.push_back(ids[static_cast<size_t>(2 * l)]);
+        table.push_back(ids[static_cast<size_t>(2 * l + 1)]);
+    }
+    ++n_logical_;
 }
 
 void KvCache::truncate(int64_t n_rows) {
@@ -176,12 +180,7 @@ void KvCache::adopt_page(std::span<const int32_t> ids) {
                     "KV cache: no room for another page in a context of " + std::to_string(n_ctx_));
     }
     for (int32_t page : ids) pages_->retain(page);
-    for (int32_t l = 0; l < n_layer_; ++l) {
-        auto& table = tables_[static_cast<size_t>(l)];
-        table.push_back(ids[static_cast<size_t>(2 * l)]);
-        table.push_back(ids[static_cast<size_t>(2 * l + 1)]);
-    }
-    ++n_logical_;
+    append_page(ids);
     refresh_tensors();
 }
 

@@ -44,7 +44,7 @@ fs::path TempDir::write(const std::string& name, const std::string& content) con
     return p;
 }
 
-fs::path write_small_model(const TempDir& dir) {
+SyntheticLlamaSpec small_model_spec() {
     SyntheticLlamaSpec spec;
     spec.n_embd = 64;
     spec.n_layer = 2;
@@ -55,8 +55,12 @@ fs::path write_small_model(const TempDir& dir) {
     spec.n_ctx = 128;
     spec.dtype = DWELL_Q8_0;
     spec.weight_std = 0.1f;
+    return spec;
+}
+
+fs::path write_small_model(const TempDir& dir) {
     const fs::path p = dir.path() / "small.gguf";
-    write_synthetic_llama(spec, p);
+    write_synthetic_llama(small_model_spec(), p);
     return p;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dwell/core/runtime.hpp"
+#include "dwell/core/synthetic_model.hpp"
 
 namespace dwell::test {
 
@@ -29,7 +30,9 @@ private:
     std::filesystem::path path_;
 };
 
-// A small synthetic Llama (2 layers, Q8_0, vocab 512) written into `dir`.
+// A small synthetic Llama (2 layers, Q8_0, vocab 512): its shape, and the
+// file written into `dir`.
+SyntheticLlamaSpec small_model_spec();
 std::filesystem::path write_small_model(const TempDir& dir);
 
 // Greedy continuation: prompt ids followed by up to n generated ids.

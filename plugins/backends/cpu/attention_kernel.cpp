@@ -309,40 +309,68 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
     const VecKernels& vk = vec_kernels();
     const auto k_stride = static_cast<int64_t>(k_rows.row_stride());
     const auto v_stride = static_cast<int64_t>(v_rows.row_stride());
-    // Items are head-major: causal rows cost in proportion to their
-    // position, so token-major ranges would give the last thread most of a
-    // prompt's work, while every head costs the same.
-    pool.parallel_for(n_tokens * n_head, [&](int64_t begin, int64_t end) {
-        std::vector<float> qv(static_cast<size_t>(hd));
-        std::vector<float> acc(static_cast<size_t>(hd));
-        std::vector<float> scores(static_cast<size_t>(n_keys_max));
+    // Items are (KV head, token), KV-head-major: causal rows cost in
+    // proportion to their position, so token-major ranges would give the
+    // last thread most of a prompt's work, while every head costs the same.
+    // The query heads that share a KV head (GQA) are done together, so each
+    // cached row is read and widened once for all of them.
+    const auto ld = static_cast<size_t>(n_keys_max);  // scores row stride
+    pool.parallel_for(n_tokens * n_kv, [&](int64_t begin, int64_t end) {
+        std::vector<float> qv(static_cast<size_t>(group * hd));
+        std::vector<float> acc(static_cast<size_t>(group * hd));
+        std::vector<float> scores(static_cast<size_t>(group) * ld);
         for (int64_t item = begin; item < end; ++item) {
-            const int64_t h = item / n_tokens;
+            const int64_t g = item / n_tokens;
             const int64_t t = item % n_tokens;
-            const int64_t kv_off = (h / group) * hd;
+            const int64_t kv_off = g * hd;
             const int64_t n_keys = static_cast<int64_t>(pos[t]) + 1;
 
-            const float* qrow = f32_row(q, h, t);
-            if (k_type == DWELL_F16) {
-                vk.round_f16(qrow, qv.data(), hd);
-                qrow = qv.data();
+            for (int64_t hh = 0; hh < group; ++hh) {
+                const float* qrow = f32_row(q, g * group + hh, t);
+                float* dst = qv.data() + hh * hd;
+                if (k_type == DWELL_F16) {
+                    vk.round_f16(qrow, dst, hd);
+                } else {
+                    std::copy_n(qrow, hd, dst);
+                }
             }
             k_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
-                float* s = scores.data() + r0;
-                for (int64_t j = 0; j < n; ++j) {
-                    s[j] = scale * key_dot(vk, k_type, rows + j * k_stride, kv_off, qrow, hd);
+                if (k_type == DWELL_F16) {
+                    vk.dots_f16_f32(rows + 2 * kv_off, k_stride, n, qv.data(), hd, group, hd,
+                                    scores.data() + r0, n_keys_max);
+                    return;
+                }
+                for (int64_t hh = 0; hh < group; ++hh) {
+                    float* s = scores.data() + static_cast<size_t>(hh) * ld + r0;
+                    for (int64_t j = 0; j < n; ++j) {
+                        s[j] = key_dot(vk, k_type, rows + j * k_stride, kv_off, qv.data() + hh * hd,
+                                       hd);
+                    }
                 }
             });
-            softmax_row(vk, scores.data(), scores.data(), n_keys);
+            for (int64_t hh = 0; hh < group; ++hh) {
+                float* s = scores.data() + static_cast<size_t>(hh) * ld;
+                vk.scale(s, scale, s, n_keys);
+                softmax_row(vk, s, s, n_keys);
+                // The softmax weights meet an F16 value cache as fp16 too.
+                if (v_type == DWELL_F16) vk.round_f16(s, s, n_keys);
+            }
 
             std::fill(acc.begin(), acc.end(), 0.0f);
-            // The softmax weights meet an F16 value cache as fp16 too.
-            if (v_type == DWELL_F16) vk.round_f16(scores.data(), scores.data(), n_keys);
             v_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
-                add_values(vk, v_type, scores.data() + r0, rows, v_stride, n, kv_off, acc.data(),
-                           hd);
+                if (v_type == DWELL_F16) {
+                    vk.axpy_f16_multi(scores.data() + r0, n_keys_max, rows + 2 * kv_off, v_stride,
+                                      n, acc.data(), hd, group, hd);
+                    return;
+                }
+                for (int64_t hh = 0; hh < group; ++hh) {
+                    add_values(vk, v_type, scores.data() + static_cast<size_t>(hh) * ld + r0, rows,
+                               v_stride, n, kv_off, acc.data() + hh * hd, hd);
+                }
             });
-            std::copy(acc.begin(), acc.end(), f32_row(out, h, t));
+            for (int64_t hh = 0; hh < group; ++hh) {
+                std::copy_n(acc.data() + hh * hd, hd, f32_row(out, g * group + hh, t));
+            }
         }
     });
 }

@@ -196,6 +196,8 @@ VecKernels vec_kernels_for(SimdLevel level) {
     k.dot_f16_f32 = dot_f16_scalar;
     k.axpy_f32 = axpy_f32_scalar;
     k.axpy_f16 = axpy_f16_scalar;
+    k.dots_f16_f32 = dots_by_rows<dot_f16_scalar>;
+    k.axpy_f16_multi = axpy_multi_by_rows<axpy_f16_scalar>;
     k.dot_q8_0_f32 = dot_q8_0_scalar;
     k.dot_fp8_f32 = dot_fp8_scalar;
     k.axpy_q8_0 = axpy_q8_0_scalar;

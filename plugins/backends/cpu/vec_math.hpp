@@ -45,6 +45,17 @@ struct VecKernels {
                      int64_t n);
     void (*axpy_f16)(const float* a, const void* rows, int64_t stride, int64_t n_rows, float* y,
                      int64_t n);
+    // One page of keys against the query heads that share them (GQA):
+    //   out[h * out_stride + j] = sum f16(row_j[i]) * q[h * q_stride + i]
+    // for h < n_q and j < n_rows, each row read and widened once and the
+    // sums reduced several rows at a time (dot_* contract per output).
+    void (*dots_f16_f32)(const void* rows, int64_t stride, int64_t n_rows, const float* q,
+                         int64_t q_stride, int64_t n_q, int64_t n, float* out, int64_t out_stride);
+    // axpy_f16 for n_y weight vectors (a + h * a_stride) into n_y outputs
+    // (y + h * y_stride) over the same rows, each row widened once;
+    // bit-identical to n_y axpy_f16 calls.
+    void (*axpy_f16_multi)(const float* a, int64_t a_stride, const void* rows, int64_t stride,
+                           int64_t n_rows, float* y, int64_t y_stride, int64_t n_y, int64_t n);
     // The KV-cache formats read in place, a block or a code at a time.
     // Q8_0 entries take values first .. first + n - 1 of the block sequence
     // at q8 / at each row: a slice (an attention head) may start and end
@@ -90,6 +101,26 @@ struct VecKernels {
     void (*rope_neox)(const float* x, const float* cos, const float* sin, float* y,
                       int64_t n_pairs);
 };
+
+// dots_f16_f32 and axpy_f16_multi built from a level's single-row entries,
+// for levels without a version of their own.
+template <float (*Dot)(const void*, const float*, int64_t)>
+void dots_by_rows(const void* rows, int64_t stride, int64_t n_rows, const float* q,
+                  int64_t q_stride, int64_t n_q, int64_t n, float* out, int64_t out_stride) {
+    for (int64_t h = 0; h < n_q; ++h) {
+        for (int64_t j = 0; j < n_rows; ++j) {
+            out[h * out_stride + j] =
+                Dot(static_cast<const unsigned char*>(rows) + j * stride, q + h * q_stride, n);
+        }
+    }
+}
+
+template <void (*Axpy)(const float*, const void*, int64_t, int64_t, float*, int64_t)>
+void axpy_multi_by_rows(const float* a, int64_t a_stride, const void* rows, int64_t stride,
+                        int64_t n_rows, float* y, int64_t y_stride, int64_t n_y, int64_t n) {
+    for (int64_t h = 0; h < n_y; ++h)
+        Axpy(a + h * a_stride, rows, stride, n_rows, y + h * y_stride, n);
+}
 
 // The table for a level, which must be supported by this CPU (levels without
 // their own version of an entry use the next lower level's).

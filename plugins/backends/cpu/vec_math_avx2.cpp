@@ -493,6 +493,8 @@ void fill_vec_kernels_avx2(VecKernels& k) {
     k.dot_f16_f32 = dot_f16_avx2;
     k.axpy_f32 = axpy_f32_avx2;
     k.axpy_f16 = axpy_f16_avx2;
+    k.dots_f16_f32 = dots_by_rows<dot_f16_avx2>;
+    k.axpy_f16_multi = axpy_multi_by_rows<axpy_f16_avx2>;
     k.dot_q8_0_f32 = dot_q8_0_avx2;
     k.dot_fp8_f32 = dot_fp8_avx2;
     k.axpy_q8_0 = axpy_q8_0_avx2;

@@ -157,6 +157,134 @@ void axpy_f16_avx512(const float* a, const void* rows, int64_t stride, int64_t n
     axpy_rows_avx512<maskz_load_f16x16, 2>(a, rows, stride, n_rows, y, n);
 }
 
+// Sixteen vectors to the vector of their lane sums: quarters, then halves
+// of quarters, then lanes are added pairwise across vectors (15 shuffles
+// pairs and adds in all instead of a full reduction per vector); the result
+// comes out in the order key 4m + k at lane 4k + m, put right by one
+// permute.
+inline __m512 reduce16(const __m512 (&v)[16]) {
+    __m512 w[8], x[4], y[2];
+    for (int i = 0; i < 8; ++i) {
+        w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
+    }
+    for (int i = 0; i < 4; ++i) {
+        x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xdd));
+    }
+    for (int i = 0; i < 2; ++i) {
+        y[i] = _mm512_add_ps(_mm512_unpacklo_ps(x[2 * i], x[2 * i + 1]),
+                             _mm512_unpackhi_ps(x[2 * i], x[2 * i + 1]));
+    }
+    const __m512 z =
+        _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x44), _mm512_shuffle_ps(y[0], y[1], 0xee));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, z);
+}
+
+// Keys of up to 128 values against up to 8 query heads: each key row is
+// widened once and dotted with every head; per head the 16 keys of a block
+// are reduced together. Other shapes take the row-by-row path.
+template <int NV>
+void dots_f16_block(const unsigned char* rows, int64_t stride, int64_t n_rows, const float* q,
+                    int64_t q_stride, int64_t n_q, float* out, int64_t out_stride) {
+    alignas(64) __m512 part[8][16];
+    for (int64_t j0 = 0; j0 < n_rows; j0 += 16) {
+        const int64_t nb = std::min<int64_t>(16, n_rows - j0);
+        for (int64_t j = 0; j < 16; ++j) {
+            if (j >= nb) {
+                for (int64_t h = 0; h < n_q; ++h) part[h][j] = _mm512_setzero_ps();
+                continue;
+            }
+            const unsigned char* r = rows + (j0 + j) * stride;
+            __m512 kv[NV];
+            for (int v = 0; v < NV; ++v) kv[v] = load_f16x16(r + 32 * v);
+            for (int64_t h = 0; h < n_q; ++h) {
+                const float* qh = q + h * q_stride;
+                __m512 acc = _mm512_mul_ps(kv[0], _mm512_loadu_ps(qh));
+                for (int v = 1; v < NV; ++v)
+                    acc = _mm512_fmadd_ps(kv[v], _mm512_loadu_ps(qh + 16 * v), acc);
+                part[h][j] = acc;
+            }
+        }
+        const __mmask16 m = nb == 16 ? 0xFFFF : tail_mask(nb);
+        for (int64_t h = 0; h < n_q; ++h) {
+            _mm512_mask_storeu_ps(out + h * out_stride + j0, m, reduce16(part[h]));
+        }
+    }
+}
+
+void dots_f16_avx512(const void* rows, int64_t stride, int64_t n_rows, const float* q,
+                     int64_t q_stride, int64_t n_q, int64_t n, float* out, int64_t out_stride) {
+    const auto* r = static_cast<const unsigned char*>(rows);
+    if (n_q >= 1 && n_q <= 8 && n % 16 == 0 && n <= 128) {
+        switch (n / 16) {
+            case 1:
+                return dots_f16_block<1>(r, stride, n_rows, q, q_stride, n_q, out, out_stride);
+            case 2:
+                return dots_f16_block<2>(r, stride, n_rows, q, q_stride, n_q, out, out_stride);
+            case 4:
+                return dots_f16_block<4>(r, stride, n_rows, q, q_stride, n_q, out, out_stride);
+            case 8:
+                return dots_f16_block<8>(r, stride, n_rows, q, q_stride, n_q, out, out_stride);
+            default:
+                break;
+        }
+    }
+    dots_by_rows<dot_f16_avx512>(rows, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
+}
+
+// Value rows of up to 64 values into up to 4 heads' sums held in registers:
+// each row widened once; per element still one multiply then one add per
+// row in order, as axpy_f16.
+template <int NV>
+void axpy_f16_heads(const float* a, int64_t a_stride, const unsigned char* rows, int64_t stride,
+                    int64_t n_rows, float* y, int64_t y_stride, int64_t n_y) {
+    __m512 acc[4][NV];
+    for (int64_t h = 0; h < n_y; ++h)
+        for (int v = 0; v < NV; ++v) acc[h][v] = _mm512_loadu_ps(y + h * y_stride + 16 * v);
+    for (int64_t j = 0; j < n_rows; ++j) {
+        const unsigned char* r = rows + j * stride;
+        __m512 x[NV];
+        for (int v = 0; v < NV; ++v) x[v] = load_f16x16(r + 32 * v);
+        for (int64_t h = 0; h < n_y; ++h) {
+            const __m512 w = _mm512_set1_ps(a[h * a_stride + j]);
+            for (int v = 0; v < NV; ++v)
+                acc[h][v] = _mm512_add_ps(acc[h][v], _mm512_mul_ps(w, x[v]));
+        }
+    }
+    for (int64_t h = 0; h < n_y; ++h)
+        for (int v = 0; v < NV; ++v) _mm512_storeu_ps(y + h * y_stride + 16 * v, acc[h][v]);
+}
+
+void axpy_f16_multi_avx512(const float* a, int64_t a_stride, const void* rows, int64_t stride,
+                           int64_t n_rows, float* y, int64_t y_stride, int64_t n_y, int64_t n) {
+    const auto* r = static_cast<const unsigned char*>(rows);
+    if (n % 16 == 0 && n <= 64 && n_y >= 1) {
+        for (int64_t h0 = 0; h0 < n_y; h0 += 4) {
+            const int64_t nh = std::min<int64_t>(4, n_y - h0);
+            const float* ah = a + h0 * a_stride;
+            float* yh = y + h0 * y_stride;
+            switch (n / 16) {
+                case 1:
+                    axpy_f16_heads<1>(ah, a_stride, r, stride, n_rows, yh, y_stride, nh);
+                    break;
+                case 2:
+                    axpy_f16_heads<2>(ah, a_stride, r, stride, n_rows, yh, y_stride, nh);
+                    break;
+                case 3:
+                    axpy_f16_heads<3>(ah, a_stride, r, stride, n_rows, yh, y_stride, nh);
+                    break;
+                default:
+                    axpy_f16_heads<4>(ah, a_stride, r, stride, n_rows, yh, y_stride, nh);
+                    break;
+            }
+        }
+        return;
+    }
+    axpy_multi_by_rows<axpy_f16_avx512>(a, a_stride, rows, stride, n_rows, y, y_stride, n_y, n);
+}
+
 // E4M3 codes (zero-extended to 16 bits) as IEEE half bits of value / 256;
 // see vec_math_avx2.cpp.
 inline __m256i fp8_half_bits(__m256i codes) {
@@ -409,6 +537,8 @@ void fill_vec_kernels_avx512(VecKernels& k) {
     k.dot_f16_f32 = dot_f16_avx512;
     k.axpy_f32 = axpy_f32_avx512;
     k.axpy_f16 = axpy_f16_avx512;
+    k.dots_f16_f32 = dots_f16_avx512;
+    k.axpy_f16_multi = axpy_f16_multi_avx512;
     k.dot_q8_0_f32 = dot_q8_0_avx512;
     k.dot_fp8_f32 = dot_fp8_avx512;
     k.axpy_q8_0 = axpy_q8_0_avx512;

@@ -75,6 +75,8 @@ public:
 
 private:
     void refresh_tensors();
+    // Appends logical page n_pages() (ids as in adopt_page; references taken).
+    void append_page(std::span<const int32_t> ids);
     void release_all() noexcept;
 
     KvPagePool* pages_;

@@ -117,16 +117,17 @@ protected:
 TEST_P(VecMath, TableIsCompleteAtItsLevel) {
     EXPECT_EQ(vk_.level, GetParam());
     for (auto* p :
-         {reinterpret_cast<void*>(vk_.dot_f32), reinterpret_cast<void*>(vk_.dot_f16_f32),
-          reinterpret_cast<void*>(vk_.axpy_f32), reinterpret_cast<void*>(vk_.axpy_f16),
-          reinterpret_cast<void*>(vk_.round_f16), reinterpret_cast<void*>(vk_.scale),
-          reinterpret_cast<void*>(vk_.sum_squares), reinterpret_cast<void*>(vk_.max),
-          reinterpret_cast<void*>(vk_.exp_sum), reinterpret_cast<void*>(vk_.silu),
-          reinterpret_cast<void*>(vk_.swiglu), reinterpret_cast<void*>(vk_.add),
-          reinterpret_cast<void*>(vk_.mul), reinterpret_cast<void*>(vk_.rope_norm),
-          reinterpret_cast<void*>(vk_.rope_neox), reinterpret_cast<void*>(vk_.dot_q8_0_f32),
-          reinterpret_cast<void*>(vk_.dot_fp8_f32), reinterpret_cast<void*>(vk_.axpy_q8_0),
-          reinterpret_cast<void*>(vk_.axpy_fp8)}) {
+         {reinterpret_cast<void*>(vk_.dot_f32),       reinterpret_cast<void*>(vk_.dot_f16_f32),
+          reinterpret_cast<void*>(vk_.axpy_f32),      reinterpret_cast<void*>(vk_.axpy_f16),
+          reinterpret_cast<void*>(vk_.round_f16),     reinterpret_cast<void*>(vk_.scale),
+          reinterpret_cast<void*>(vk_.sum_squares),   reinterpret_cast<void*>(vk_.max),
+          reinterpret_cast<void*>(vk_.exp_sum),       reinterpret_cast<void*>(vk_.silu),
+          reinterpret_cast<void*>(vk_.swiglu),        reinterpret_cast<void*>(vk_.add),
+          reinterpret_cast<void*>(vk_.mul),           reinterpret_cast<void*>(vk_.rope_norm),
+          reinterpret_cast<void*>(vk_.rope_neox),     reinterpret_cast<void*>(vk_.dot_q8_0_f32),
+          reinterpret_cast<void*>(vk_.dot_fp8_f32),   reinterpret_cast<void*>(vk_.axpy_q8_0),
+          reinterpret_cast<void*>(vk_.axpy_fp8),      reinterpret_cast<void*>(vk_.dots_f16_f32),
+          reinterpret_cast<void*>(vk_.axpy_f16_multi)}) {
         EXPECT_NE(p, nullptr);
     }
 }
@@ -196,6 +197,71 @@ TEST_P(VecMath, AxpyRowsAreBitIdentical) {
             vk_.axpy_f16(w.data(), bh.data(), hstride * 2, n_rows, got16.data(), n);
             EXPECT_TRUE(bits_equal(got16.vec(sz(n)), want16.vec(sz(n))))
                 << "f16 n=" << n << " rows=" << n_rows;
+        }
+    }
+}
+
+// A page of key rows against the query heads sharing them: each output a
+// reordered dot (as DotF16F32), whatever the head count and row count
+// (blocks of 16 rows, a partial last block) and head size (fast paths at
+// multiples of 16 up to 128, the row-by-row path otherwise).
+TEST_P(VecMath, DotsF16SeveralHeads) {
+    uint32_t seed = 700;
+    for (int64_t n : {8, 16, 32, 48, 64, 80, 128, 130}) {
+        for (int64_t n_q : {1, 2, 3, 4, 5, 8}) {
+            for (int64_t n_rows : {1, 7, 16, 17, 40}) {
+                const int64_t stride = n * 2 + 6;  // padded rows, as page rows may be
+                const auto h = random_halves(sz(n_rows * stride / 2 + 1), seed++);
+                const auto q = random_floats(sz(n_q * n), seed++);
+                HalfBuf rows(h, 2);
+                std::vector<float> want(sz(n_q * 50), 0.0f), got(sz(n_q * 50), -1.0f);
+                ref_.dots_f16_f32(rows.data(), stride, n_rows, q.data(), n, n_q, n, want.data(),
+                                  50);
+                vk_.dots_f16_f32(rows.data(), stride, n_rows, q.data(), n, n_q, n, got.data(), 50);
+                for (int64_t hh = 0; hh < n_q; ++hh) {
+                    for (int64_t j = 0; j < n_rows; ++j) {
+                        double abs_sum = 0;
+                        const auto* r = reinterpret_cast<const uint16_t*>(
+                            static_cast<const unsigned char*>(rows.data()) + j * stride);
+                        for (int64_t i = 0; i < n; ++i) {
+                            abs_sum +=
+                                std::fabs(double(dwell_fp16_to_fp32(r[i])) * q[sz(hh * n + i)]);
+                        }
+                        ASSERT_NEAR(got[sz(hh * 50 + j)], want[sz(hh * 50 + j)],
+                                    2.0 * (n + 1) * kU * abs_sum)
+                            << "n=" << n << " heads=" << n_q << " rows=" << n_rows << " h=" << hh
+                            << " j=" << j;
+                    }
+                    // Nothing written past the rows asked for.
+                    ASSERT_EQ(got[sz(hh * 50 + n_rows)], -1.0f);
+                }
+            }
+        }
+    }
+}
+
+// Value rows shared by several heads' weights: bit-identical to one
+// axpy_f16 per head.
+TEST_P(VecMath, AxpyF16SeveralHeadsIsBitIdentical) {
+    uint32_t seed = 800;
+    for (int64_t n : {8, 16, 32, 48, 64, 65, 128}) {
+        for (int64_t n_y : {1, 2, 4, 5, 8}) {
+            for (int64_t n_rows : {1, 16, 23}) {
+                const int64_t stride = n * 2 + 10;
+                const auto h = random_halves(sz(n_rows * stride / 2 + 1), seed++);
+                const auto a = random_floats(sz(n_y * 30), seed++);
+                const auto y0 = random_floats(sz(n_y * n), seed++);
+                HalfBuf rows(h, 4);
+                std::vector<float> want = y0, got = y0;
+                for (int64_t hh = 0; hh < n_y; ++hh) {
+                    ref_.axpy_f16(a.data() + hh * 30, rows.data(), stride, n_rows,
+                                  want.data() + hh * n, n);
+                }
+                vk_.axpy_f16_multi(a.data(), 30, rows.data(), stride, n_rows, got.data(), n, n_y,
+                                   n);
+                EXPECT_TRUE(bits_equal(got, want))
+                    << "n=" << n << " heads=" << n_y << " rows=" << n_rows;
+            }
         }
     }
 }
