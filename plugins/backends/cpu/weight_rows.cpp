@@ -100,7 +100,8 @@ void dequantize_row(dwell_dtype t, const void* row, float* out, int64_t n) {
     const auto* p = static_cast<const unsigned char*>(row);
     switch (t) {
         case DWELL_F32:
-            memcpy(out, p, static_cast<size_t>(n) * sizeof(float));
+            // An empty row may come with null pointers, which memcpy must not see.
+            if (n > 0) memcpy(out, p, static_cast<size_t>(n) * sizeof(float));
             return;
         case DWELL_F16:
             for (int64_t i = 0; i < n; ++i) out[i] = dwell_fp16_to_fp32(load_u16(p + 2 * i));

@@ -343,7 +343,7 @@ public:
         : storage_(bytes.size() + 64 + offset) {
         const auto base = reinterpret_cast<uintptr_t>(storage_.data());
         start_ = storage_.data() + ((64 - base % 64) % 64) + offset;
-        std::memcpy(start_, bytes.data(), bytes.size());
+        if (!bytes.empty()) std::memcpy(start_, bytes.data(), bytes.size());
     }
     const uint8_t* data() const { return start_; }
 
