@@ -74,7 +74,8 @@ int32_t KvPagePool::allocate(std::string_view what) {
     try {
         return allocate_once(what);
     } catch (const Error& e) {
-        if (e.status() != DWELL_ERR_OUT_OF_MEMORY || !reclaimer_ || reclaimer_(kReclaimBatch) == 0) {
+        if (e.status() != DWELL_ERR_OUT_OF_MEMORY || !reclaimer_ ||
+            reclaimer_(kReclaimBatch) == 0) {
             throw;
         }
     }

@@ -141,10 +141,11 @@ TEST_F(Sessions, EightSessionsShareA400TokenPrefix) {
     }
     for (auto& s : sessions) EXPECT_EQ(continue_greedy(*s, n_gen), expected);
     const int64_t eight = runtime.kv_pages().pages_in_use();
-    std::printf("[ pages   ] 8 sessions sharing a 400-token prefix: %lld pages, one session: %lld "
-                "(%.2fx)\n",
-                static_cast<long long>(eight), static_cast<long long>(one_session_pages),
-                static_cast<double>(eight) / static_cast<double>(one_session_pages));
+    std::printf(
+        "[ pages   ] 8 sessions sharing a 400-token prefix: %lld pages, one session: %lld "
+        "(%.2fx)\n",
+        static_cast<long long>(eight), static_cast<long long>(one_session_pages),
+        static_cast<double>(eight) / static_cast<double>(one_session_pages));
     EXPECT_LT(static_cast<double>(eight), 1.5 * static_cast<double>(one_session_pages))
         << eight << " pages for 8 sessions, " << one_session_pages << " for one";
     for (int i = 1; i < 8; ++i) {

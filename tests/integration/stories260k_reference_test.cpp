@@ -112,7 +112,8 @@ TEST_F(Stories260K, NextTokenLogitsMatchLlamaCpp) {
             ASSERT_EQ(logits.size(), 512u);
             for (const auto& [id, value] : c.top5) {
                 EXPECT_NEAR(logits[id], value, tolerance + 5e-5)  // + half the printed precision
-                    << "prompt '" << c.prompt << "', token " << id << ", KV " << dwell_dtype_name(kv);
+                    << "prompt '" << c.prompt << "', token " << id << ", KV "
+                    << dwell_dtype_name(kv);
             }
         }
     }
@@ -120,7 +121,8 @@ TEST_F(Stories260K, NextTokenLogitsMatchLlamaCpp) {
 
 TEST_F(Stories260K, NearTiesAndByteFallbackPromptsMatchLlamaCpp) {
     // Continuations recorded from llama.cpp (see tests/integration/data/README.md).
-    std::ifstream in(std::filesystem::path(DWELL_TEST_SOURCE_DIR) / "tests/integration/data/stories260k_llamacpp_greedy.jsonl");
+    std::ifstream in(std::filesystem::path(DWELL_TEST_SOURCE_DIR) /
+                     "tests/integration/data/stories260k_llamacpp_greedy.jsonl");
     ASSERT_TRUE(in) << "reference data missing";
     Runtime runtime;
     auto model = Model::load(runtime, model_path_);
@@ -130,9 +132,10 @@ TEST_F(Stories260K, NearTiesAndByteFallbackPromptsMatchLlamaCpp) {
         const std::string prompt = j.at("prompt");
         const std::vector<int32_t> prompt_ids = model->tokenizer().encode(prompt, true);
         // Recorded with F32 caches (data/README.md): near ties need them.
-        const auto ids = greedy_ids(runtime, model_path_, prompt, j.at("n_predict").get<int32_t>(),
-                                    DWELL_F32);
-        const std::vector<int32_t> generated(ids.begin() + static_cast<std::ptrdiff_t>(prompt_ids.size()), ids.end());
+        const auto ids =
+            greedy_ids(runtime, model_path_, prompt, j.at("n_predict").get<int32_t>(), DWELL_F32);
+        const std::vector<int32_t> generated(
+            ids.begin() + static_cast<std::ptrdiff_t>(prompt_ids.size()), ids.end());
         StreamDecoder stream(model->tokenizer(), /*strip_leading_space=*/false);
         std::string text;
         for (int32_t t : generated) text += stream.push(t);

@@ -58,7 +58,7 @@ private:
     std::map<std::string, dwell_tensor, std::less<>> weights_;
     uint64_t weight_bytes_ = 0;
     uint64_t charged_bytes_ = 0;
-    uint64_t id_ = 0;  // weight bytes counted in the runtime's memory budget
+    uint64_t id_ = 0;                 // weight bytes counted in the runtime's memory budget
     mutable std::mutex build_mutex_;  // the plugin's model object is single-threaded
     // The runtime it was loaded with, told on destruction that the weights
     // are gone (backends drop their copies); expired if the runtime went first.
