@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <string>
 
-#include "dwell/core/error.hpp"
-
 namespace dwell {
 
 KvPrefixCache::KvPrefixCache(KvPagePool& pages, MemoryPool& memory, int64_t max_pages)
@@ -55,11 +53,10 @@ void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const i
         lru_.splice(lru_.begin(), lru_, e.lru);
         if (e.logits.empty() && !logits.empty() &&
             std::equal(tokens.begin(), tokens.end(), e.tokens.begin(), e.tokens.end())) {
-            try {
-                memory_.charge(logits.size_bytes(), MemoryUse::Kv, "cached logits");
+            // Logits are an optimisation; without room they are skipped.
+            // (Not charge(): its reclaimer would take this cache's lock.)
+            if (memory_.try_charge(logits.size_bytes(), MemoryUse::Kv)) {
                 e.logits.assign(logits.begin(), logits.end());
-            } catch (const Error&) {
-                // Logits are an optimisation; without room they are skipped.
             }
         }
         return;
@@ -73,12 +70,8 @@ void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const i
     e.model_id = model_id;
     e.tokens.assign(tokens.begin(), tokens.end());
     e.page_ids.assign(page_ids.begin(), page_ids.end());
-    if (!logits.empty()) {
-        try {
-            memory_.charge(logits.size_bytes(), MemoryUse::Kv, "cached logits");
-            e.logits.assign(logits.begin(), logits.end());
-        } catch (const Error&) {
-        }
+    if (!logits.empty() && memory_.try_charge(logits.size_bytes(), MemoryUse::Kv)) {
+        e.logits.assign(logits.begin(), logits.end());
     }
     for (int32_t p : e.page_ids) pages_.retain(p);
     pages_held_ += n;

@@ -170,6 +170,15 @@ void MemoryPool::charge(uint64_t bytes, MemoryUse use, std::string_view what) {
     with_reclaim(bytes, [&] { charge_once(bytes, use, what); });
 }
 
+bool MemoryPool::try_charge(uint64_t bytes, MemoryUse use) noexcept {
+    std::lock_guard lock(mutex_);
+    if (budget_ != 0 && (stats_.used_bytes > budget_ || bytes > budget_ - stats_.used_bytes)) {
+        return false;
+    }
+    add_use(bytes, use);
+    return true;
+}
+
 void MemoryPool::uncharge(uint64_t bytes, MemoryUse use) noexcept {
     std::lock_guard lock(mutex_);
     stats_.used_bytes -= std::min(bytes, stats_.used_bytes);

@@ -84,6 +84,10 @@ public:
     // allocate when it does not fit. uncharge gives the bytes back.
     void charge(uint64_t bytes, MemoryUse use, std::string_view what);
     void uncharge(uint64_t bytes, MemoryUse use) noexcept;
+    // charge without the reclaimer and without throwing: false when the
+    // bytes do not fit (for optional caches, which may hold a lock the
+    // reclaimer needs).
+    bool try_charge(uint64_t bytes, MemoryUse use) noexcept;
 
     // Called without the pool's lock when a request would exceed the budget:
     // frees up to `bytes` of memory only a cache holds (returns the bytes
