@@ -21,6 +21,8 @@ public:
             std::copy(t.ne, t.ne + DWELL_MAX_DIMS, s.ne);
             s.data = t.data;
             s.size = t.size;
+            s.stored.offset = t.offset;
+            s.stored.bytes = t.size;
             tensors_.push_back(std::move(s));
         }
         for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);

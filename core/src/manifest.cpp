@@ -309,7 +309,9 @@ private:
     }
 
     void parse_memory(const toml::table& t, Manifest& m) const {
-        check_keys(t, "[memory]", std::array{"budget_mb", "page_kb", "weights", "mlock"});
+        check_keys(t, "[memory]",
+                   std::array{"budget_mb", "page_kb", "weights", "mlock", "weight_budget_mb",
+                              "pin_layers", "pin_auto", "prefetch_layers"});
         if (const toml::node* n = t.get("budget_mb")) {
             m.memory.budget_bytes =
                 static_cast<uint64_t>(int_of(*n, "[memory] budget_mb", 0, kMaxBudgetMb)) << 20;
@@ -328,6 +330,24 @@ private:
         if (const toml::node* n = t.get("weights"))
             m.memory.weights = choice_of(*n, "[memory] weights", {"mmap", "load", "stream"});
         if (const toml::node* n = t.get("mlock")) m.memory.mlock = bool_of(*n, "[memory] mlock");
+        if (const toml::node* n = t.get("weight_budget_mb")) {
+            m.memory.weight_budget_bytes =
+                static_cast<uint64_t>(int_of(*n, "[memory] weight_budget_mb", 0, kMaxBudgetMb))
+                << 20;
+        }
+        if (const toml::node* n = t.get("pin_layers")) {
+            const toml::array& a = array_of(*n, "[memory] pin_layers");
+            for (size_t i = 0; i < a.size(); ++i) {
+                m.memory.pin_layers.push_back(static_cast<int32_t>(
+                    int_of(a[i], "[memory] pin_layers[" + std::to_string(i) + "]", 0, INT32_MAX)));
+            }
+        }
+        if (const toml::node* n = t.get("pin_auto"))
+            m.memory.pin_auto = bool_of(*n, "[memory] pin_auto");
+        if (const toml::node* n = t.get("prefetch_layers")) {
+            m.memory.prefetch_layers =
+                static_cast<int32_t>(int_of(*n, "[memory] prefetch_layers", 0, 64));
+        }
     }
 
     void parse_cpu(const toml::table& t, Manifest& m) const {

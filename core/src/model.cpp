@@ -1,8 +1,11 @@
 #include "dwell/core/model.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -49,7 +52,10 @@ Model::~Model() {
 }
 
 std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
-    std::unique_ptr<ModelSource> source = open_model_source(path);
+    const Manifest::Memory& mem = runtime.manifest().memory;
+    const bool streamed = mem.weights != "mmap";  // load | stream: read by a WeightStreamer
+    std::unique_ptr<ModelSource> source =
+        open_model_source(path, streamed ? TensorData::Deferred : TensorData::Resident);
     const dwell_metadata& meta = source->metadata();
     const char* arch_text = nullptr;
     size_t arch_len = 0;
@@ -158,18 +164,36 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
         w.nb[1] = dwell_row_bytes(w.dtype, w.ne[0]);
         for (int d = 2; d < DWELL_MAX_DIMS; ++d)
             w.nb[d] = w.nb[d - 1] * static_cast<uint64_t>(w.ne[d - 1]);
-        // Backends never write weights; the mapping is read-only.
-        w.data = const_cast<uint8_t*>(t->data);
+        // Backends never write weights; the mapping is read-only. Streamed
+        // weights get their address per step from the streamer.
+        w.data = streamed ? nullptr : const_cast<uint8_t*>(t->data);
+        if (streamed) w.flags = DWELL_TENSOR_VOLATILE;
         auto [it, inserted] = model->weights_.emplace(name, w);
         it->second.name = it->first.c_str();
         if (inserted) model->weight_bytes_ += t->size;
     }
 
-    // Mapped weights count against the budget like every other byte, so a
-    // model that cannot fit is refused here rather than killed later.
-    runtime.pool().charge(model->weight_bytes_, MemoryUse::Weights,
-                          "the weights of " + path.string());
-    model->charged_bytes_ = model->weight_bytes_;
+    if (streamed) {
+        // The streamer's buffers come from the pool, so they are budgeted there.
+        std::vector<std::string> names;
+        for (const auto& [name, t] : model->weights_) names.push_back(name);
+        WeightStreamOptions o;
+        o.pin_all = mem.weights == "load";
+        o.budget_bytes = mem.weight_budget_bytes;
+        o.pin_layers = mem.pin_layers;
+        o.pin_auto = mem.pin_auto;
+        o.prefetch = mem.prefetch_layers;
+        model->streamer_ =
+            std::make_unique<WeightStreamer>(*model->source_, names, o, runtime.pool());
+        spdlog::info("{}: {}", path.string(), model->streamer_->describe());
+    } else {
+        // Mapped weights count against the budget like every other byte, so a
+        // model that cannot fit is refused here rather than killed later.
+        runtime.pool().charge(model->weight_bytes_, MemoryUse::Weights,
+                              "the weights of " + path.string());
+        model->charged_bytes_ = model->weight_bytes_;
+        if (mem.mlock) model->lock_weights(mem.pin_layers);
+    }
 
     model->tokenizer_ = std::make_unique<Tokenizer>(model->source_->tokenizer());
     if (model->tokenizer_->n_vocab() != model->info_.n_vocab) {
@@ -182,6 +206,38 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
                  path.string(), model->architecture_, plugin->name(), plugin->path().string(),
                  model->info_.n_layer, model->info_.n_vocab, format_bytes(model->weight_bytes_));
     return model;
+}
+
+// mlock of the mapped layers the manifest pins (all when it pins none), so
+// the kernel never drops them under memory pressure.
+void Model::lock_weights(const std::vector<int32_t>& layers) const {
+    uint64_t locked = 0, failed = 0;
+    int err = 0;
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    for (const auto& [name, t] : weights_) {
+        const bool pinned =
+            layers.empty() || std::any_of(layers.begin(), layers.end(), [&](int32_t l) {
+                return name.rfind("blk." + std::to_string(l) + ".", 0) == 0;
+            });
+        const SourceTensor* st = source_->find_tensor(name);
+        if (!pinned || st == nullptr || st->data == nullptr) continue;
+        const auto begin = reinterpret_cast<uintptr_t>(st->data) / page * page;
+        const auto end = reinterpret_cast<uintptr_t>(st->data) + st->size;
+        if (::mlock(reinterpret_cast<const void*>(begin), end - begin) == 0) {
+            locked += st->size;
+        } else {
+            failed += st->size;
+            err = errno;
+        }
+    }
+    if (failed > 0) {
+        spdlog::warn(
+            "{}: mlock of {} of weights failed ({}); they stay pageable. Raise the "
+            "locked-memory limit (ulimit -l) or pin fewer layers ([memory] pin_layers)",
+            path().string(), format_bytes(failed), std::strerror(err));
+    }
+    if (locked > 0)
+        spdlog::info("{}: {} of weights locked in memory", path().string(), format_bytes(locked));
 }
 
 const dwell_tensor* Model::weight(std::string_view name) const {

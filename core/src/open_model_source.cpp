@@ -10,13 +10,13 @@
 
 namespace dwell {
 
-std::unique_ptr<ModelSource> open_model_source(const std::filesystem::path& path) {
+std::unique_ptr<ModelSource> open_model_source(const std::filesystem::path& path, TensorData data) {
     char magic[8] = {0};
     {
         std::ifstream in(path, std::ios::binary);
         if (in) in.read(magic, sizeof magic);
     }
-    if (std::memcmp(magic, kPackMagic, sizeof magic) == 0) return open_pack_source(path);
+    if (std::memcmp(magic, kPackMagic, sizeof magic) == 0) return open_pack_source(path, {}, data);
     // Anything else goes to the GGUF reader, whose errors name the problem
     // (missing file, empty file, bad magic) precisely.
     return make_gguf_source(GgufFile::open(path));

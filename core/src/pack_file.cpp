@@ -617,7 +617,7 @@ private:
 
 class PackSourceImpl final : public PackSource {
 public:
-    PackSourceImpl(const std::filesystem::path& path, const PackLimits& limits)
+    PackSourceImpl(const std::filesystem::path& path, const PackLimits& limits, TensorData data)
         : path_(path), file_(map_file_readonly(path)) {
         PackReader r(path, limits);
         const uint8_t* base = file_.data();
@@ -646,8 +646,19 @@ public:
             s.n_dims = e.n_dims;
             std::copy(e.ne, e.ne + DWELL_MAX_DIMS, s.ne);
             s.size = e.raw;
+            s.stored.offset = e.offset;
+            s.stored.bytes = e.stored;
+            if (r.verify_checksums()) s.stored.xxh3 = e.checksum;
+            if (e.compression == PackCompression::Zstd) {
+                s.stored.frame_raw = e.frame_raw;
+                for (const auto& [off, size] : r.read_frames(base, e)) {
+                    s.stored.frame_sizes.push_back(size);
+                }
+            }
             if (e.compression == PackCompression::None) {
                 s.data = base + e.offset;
+            } else if (data == TensorData::Deferred) {
+                s.data = nullptr;
             } else {
                 if (__builtin_add_overflow(decompressed, e.raw, &decompressed) ||
                     decompressed > limits.max_decompressed_bytes) {
@@ -668,7 +679,7 @@ public:
                 s.data = m.data();
                 decompressed_.push_back(std::move(m));
             }
-            r.verify(e, s.data);
+            if (data == TensorData::Resident) r.verify(e, s.data);
             storage_.push_back({e.name, e.dtype, e.compression, e.raw, e.stored,
                                 static_cast<uint32_t>(e.frame_count)});
             tensors_.push_back(std::move(s));
@@ -741,8 +752,8 @@ private:
 }  // namespace
 
 std::unique_ptr<PackSource> open_pack_source(const std::filesystem::path& path,
-                                             const PackLimits& limits) {
-    return std::make_unique<PackSourceImpl>(path, limits);
+                                             const PackLimits& limits, TensorData data) {
+    return std::make_unique<PackSourceImpl>(path, limits, data);
 }
 
 // ---------------------------------------------------------------------------

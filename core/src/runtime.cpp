@@ -96,6 +96,10 @@ std::vector<fs::path> Runtime::manifest_dirs() {
 
 Runtime::Runtime(const RuntimeOptions& options) : strict_(options.strict) {
     choose_manifest(options);
+    if (options.weights) manifest_.memory.weights = *options.weights;
+    if (options.weight_budget_bytes)
+        manifest_.memory.weight_budget_bytes = *options.weight_budget_bytes;
+    if (options.prefetch_layers) manifest_.memory.prefetch_layers = *options.prefetch_layers;
     uint64_t budget = options.memory_budget_bytes.value_or(manifest_.memory.budget_bytes);
     pool_ = std::make_unique<MemoryPool>(manifest_.memory.page_size, budget);
     // The page space is address space only: as large as the budget, else
@@ -135,13 +139,6 @@ void Runtime::warn_unimplemented() const {
                         ": [plugins] sha256 pins are not verified by this dwell version; "
                         "remove them or use a version that enforces them");
     }
-    if (manifest_.memory.weights != "mmap") {
-        spdlog::warn(
-            "{}: [memory] weights = \"{}\" is not implemented yet; weights are memory-mapped",
-            where, manifest_.memory.weights);
-    }
-    if (manifest_.memory.mlock)
-        spdlog::warn("{}: [memory] mlock is not implemented yet; ignored", where);
 }
 
 void Runtime::release_weights(const void* data, size_t bytes) const {

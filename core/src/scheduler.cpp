@@ -6,6 +6,7 @@
 
 #include "dwell/core/error.hpp"
 #include "dwell/core/runtime.hpp"
+#include "dwell/core/weight_streamer.hpp"
 
 namespace dwell {
 
@@ -100,18 +101,26 @@ Placement Scheduler::place(Graph& graph) const {
     return p;
 }
 
-void Scheduler::run(Graph& graph, const Placement& placement) const {
+void Scheduler::run(Graph& graph, const Placement& placement, WeightStreamer* weights) const {
     const dwell_graph& cg = graph.c_graph();
     std::vector<int32_t> ids;
     for (const auto& split : placement.splits) {
         const Backend& be = *backends_[split.backend];
-        ids.clear();
-        for (int32_t n = split.first_node; n < split.end_node; ++n) ids.push_back(n);
-        std::unique_lock lock(be.mutex());
-        const dwell_status st = be.api().graph_compute(be.context(), &cg, ids.data(), ids.size());
-        if (st != DWELL_OK) {
-            throw Error(st, be.label() + " failed on nodes " + std::to_string(split.first_node) +
-                                "-" + std::to_string(split.end_node - 1) + ": " + be.last_error());
+        const auto compute = [&](int32_t first, int32_t end) {
+            ids.clear();
+            for (int32_t n = first; n < end; ++n) ids.push_back(n);
+            std::unique_lock lock(be.mutex());
+            const dwell_status st =
+                be.api().graph_compute(be.context(), &cg, ids.data(), ids.size());
+            if (st != DWELL_OK) {
+                throw Error(st, be.label() + " failed on nodes " + std::to_string(first) + "-" +
+                                    std::to_string(end - 1) + ": " + be.last_error());
+            }
+        };
+        if (weights != nullptr) {
+            weights->run(graph, cg, split.first_node, split.end_node, compute);
+        } else {
+            compute(split.first_node, split.end_node);
         }
     }
 }

@@ -325,7 +325,7 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
         if (slot.role == TensorRole::View) slot.tensor.data = graph.slots[slot.view_of].tensor.data;
     }
 
-    scheduler_.run(graph, placement);
+    scheduler_.run(graph, placement, model_->streamer());
 
     const dwell_tensor& out = graph.slots[graph.output].tensor;
     const int64_t n_vocab = model_->info().n_vocab;

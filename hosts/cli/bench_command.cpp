@@ -89,6 +89,42 @@ struct Repetition {
     double decode_seconds = 0;
 };
 
+// The weight residency and, when streamed, what the timed decodes cost in
+// reads: per token, and how much of the reader's time hid behind compute.
+nlohmann::json weights_json(const Runtime& runtime, const WeightStreamer* streamer,
+                            const WeightStreamStats& io, int64_t tokens) {
+    const auto& mem = runtime.manifest().memory;
+    nlohmann::json j = {{"mode", mem.weights}};
+    if (streamer == nullptr) return j;
+    const WeightStreamStats s = streamer->stats();
+    const double n = static_cast<double>(std::max<int64_t>(tokens, 1));
+    const double busy = io.read_seconds + io.decompress_seconds;
+    j["budget_bytes"] = mem.weight_budget_bytes;
+    j["resident_bytes"] = s.resident_bytes;
+    j["pinned_bytes"] = s.pinned_bytes;
+    j["streamed_bytes_per_pass"] = s.streamed_bytes;
+    j["units"] = s.units;
+    j["pinned_units"] = s.pinned_units;
+    j["slots"] = s.slots;
+    j["prefetch"] = s.prefetch;
+    j["direct_io"] = s.direct_io;
+    j["read_bytes_per_token"] = static_cast<uint64_t>(static_cast<double>(io.bytes_read) / n);
+    j["decompressed_bytes_per_token"] =
+        static_cast<uint64_t>(static_cast<double>(io.bytes_decompressed) / n);
+    j["compute_ms_per_token"] = 1e3 * io.compute_seconds / n;
+    j["wait_ms_per_token"] = 1e3 * io.wait_seconds / n;
+    j["read_ms_per_token"] = 1e3 * io.read_seconds / n;
+    j["decompress_ms_per_token"] = 1e3 * io.decompress_seconds / n;
+    j["demand_reads_per_token"] = static_cast<double>(io.demand_reads) / n;
+    // Reader time while the computing thread computed (was not waiting on
+    // it), as a share of the shorter of the two: 1 means the cheaper of
+    // reading and computing was hidden behind the other entirely.
+    const double hidden = std::max(busy - io.wait_seconds, 0.0);
+    const double shorter = std::min(busy, io.compute_seconds);
+    j["overlap"] = shorter > 0 ? std::clamp(hidden / shorter, 0.0, 1.0) : 1.0;
+    return j;
+}
+
 }  // namespace
 
 int bench_command(const std::vector<std::string>& args) {
@@ -155,6 +191,19 @@ int bench_command(const std::vector<std::string>& args) {
             fill.update(start + n);
         }
     }
+    // Streamed weights: what the timed decodes read and waited for.
+    WeightStreamer* streamer = model->streamer();
+    WeightStreamStats decode_io{};
+    const auto add_delta = [&](const WeightStreamStats& a, const WeightStreamStats& b) {
+        decode_io.bytes_read += b.bytes_read - a.bytes_read;
+        decode_io.bytes_decompressed += b.bytes_decompressed - a.bytes_decompressed;
+        decode_io.wait_seconds += b.wait_seconds - a.wait_seconds;
+        decode_io.compute_seconds += b.compute_seconds - a.compute_seconds;
+        decode_io.read_seconds += b.read_seconds - a.read_seconds;
+        decode_io.decompress_seconds += b.decompress_seconds - a.decompress_seconds;
+        decode_io.demand_reads += b.demand_reads - a.demand_reads;
+        decode_io.unit_reads += b.unit_reads - a.unit_reads;
+    };
     std::vector<Repetition> runs;
     {
         ProgressBar bar("bench", int64_t{reps + 1} * (n_gen + 1));
@@ -169,12 +218,14 @@ int bench_command(const std::vector<std::string>& args) {
             // TTFT includes choosing the token, as a user waits for that too.
             r.ttft_seconds = seconds_since(t0);
             bar.update(++done);
+            const WeightStreamStats io0 = streamer ? streamer->stats() : WeightStreamStats{};
             t0 = Clock::now();
             for (int32_t i = 0; i < n_gen; ++i) {
                 next = argmax(session->decode(std::span<const int32_t>(&next, 1)));
                 bar.update(++done);
             }
             r.decode_seconds = seconds_since(t0);
+            if (streamer && rep > 0) add_delta(io0, streamer->stats());
             if (rep > 0) runs.push_back(r);  // repetition 0 warms caches and page tables
         }
     }
@@ -224,6 +275,7 @@ int bench_command(const std::vector<std::string>& args) {
             {"decode_tokens_per_second", stats(tg_s)},
             {"ttft_ms", stats(ttft_s)},
             {"peak_rss_bytes", peak_rss},
+            {"weights", weights_json(runtime, streamer, decode_io, int64_t{reps} * n_gen)},
         };
         std::cout << j.dump() << "\n";
         return 0;
@@ -243,6 +295,17 @@ int bench_command(const std::vector<std::string>& args) {
     std::printf("%-18s %10.2f %10.2f %10.2f\n", tg_name.c_str(), tg_s.median, tg_s.min, tg_s.max);
     std::printf("%-18s %10.2f %10.2f %10.2f\n", "TTFT ms", ttft_s.median, ttft_s.min, ttft_s.max);
     std::printf("peak RSS %s\n", format_bytes(peak_rss).c_str());
+    if (streamer) {
+        const nlohmann::json w = weights_json(runtime, streamer, decode_io, int64_t{reps} * n_gen);
+        std::printf("weights  %s\n", streamer->describe().c_str());
+        std::printf(
+            "         per decoded token: %s read, %s decompressed; compute %.1f ms, "
+            "waiting for weights %.1f ms; overlap of reading and compute %.0f%%\n",
+            format_bytes(w["read_bytes_per_token"].get<uint64_t>()).c_str(),
+            format_bytes(w["decompressed_bytes_per_token"].get<uint64_t>()).c_str(),
+            w["compute_ms_per_token"].get<double>(), w["wait_ms_per_token"].get<double>(),
+            100.0 * w["overlap"].get<double>());
+    }
     return 0;
 }
 

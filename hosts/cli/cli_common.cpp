@@ -13,6 +13,9 @@ void add_runtime_options(po::options_description& desc, CommonArgs& args) {
         ("manifest", po::value(&args.manifest), "device manifest (TOML); default: the one matching this device")
         ("threads,t", po::value(&args.threads), "CPU threads (default: the manifest's [cpu] threads, else all cores)")
         ("memory-budget", po::value(&args.memory_budget_mb), "memory budget in MiB, 0 for none (overrides [memory] budget_mb)")
+        ("weights", po::value(&args.weights), "weight residency: mmap, load or stream (overrides [memory] weights)")
+        ("weight-budget", po::value(&args.weight_budget_mb), "stream: MiB of weights resident at once (overrides [memory] weight_budget_mb)")
+        ("prefetch", po::value(&args.prefetch_layers), "stream: layers read ahead (overrides [memory] prefetch_layers)")
         ("strict", po::bool_switch(&args.strict), "fail instead of falling back to a lower-priority backend")
         ("verbose,v", po::value<int>(&args.verbosity)->implicit_value(1)->zero_tokens(), "log placement and loading (-v)");
     // clang-format on
@@ -33,6 +36,27 @@ RuntimeOptions runtime_options(const CommonArgs& args) {
                             " is out of range (MiB, 0 for no budget)");
         }
         o.memory_budget_bytes = static_cast<uint64_t>(args.memory_budget_mb) << 20;
+    }
+    if (!args.weights.empty()) {
+        if (args.weights != "mmap" && args.weights != "load" && args.weights != "stream") {
+            throw po::error("--weights '" + args.weights + "' is not one of mmap, load, stream");
+        }
+        o.weights = args.weights;
+    }
+    if (args.weight_budget_mb != -1) {
+        if (args.weight_budget_mb < 1 || args.weight_budget_mb > (int64_t{1} << 30)) {
+            throw po::error("--weight-budget " + std::to_string(args.weight_budget_mb) +
+                            " is out of range (MiB, at least 1)");
+        }
+        o.weight_budget_bytes = static_cast<uint64_t>(args.weight_budget_mb) << 20;
+        if (!o.weights) o.weights = "stream";  // a weight budget only means something streamed
+    }
+    if (args.prefetch_layers != -1) {
+        if (args.prefetch_layers < 0 || args.prefetch_layers > 64) {
+            throw po::error("--prefetch " + std::to_string(args.prefetch_layers) +
+                            " is out of range (0..64 layers)");
+        }
+        o.prefetch_layers = args.prefetch_layers;
     }
     o.strict = args.strict;
     return o;

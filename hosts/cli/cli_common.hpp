@@ -16,6 +16,9 @@ struct CommonArgs {
     std::string manifest;
     int32_t threads = 0;
     int64_t memory_budget_mb = -1;
+    std::string weights;            // empty: the manifest's
+    int64_t weight_budget_mb = -1;  // -1: the manifest's
+    int32_t prefetch_layers = -1;   // -1: the manifest's
     bool strict = false;
     int verbosity = 0;
 };

@@ -102,11 +102,20 @@ int run_command(const std::vector<std::string>& args) {
         const PoolStats pool = runtime.pool().stats();
         rusage usage{};
         getrusage(RUSAGE_SELF, &usage);
-        std::fprintf(stderr, "memory: pool peak %s (KV cache %s), weights mapped %s, peak RSS %s\n",
+        std::fprintf(stderr, "memory: pool peak %s (KV cache %s), weights %s, peak RSS %s\n",
                      format_bytes(pool.peak_used_bytes).c_str(),
                      format_bytes(session.kv_cache().bytes()).c_str(),
                      format_bytes(model->weight_bytes()).c_str(),
                      format_bytes(static_cast<uint64_t>(usage.ru_maxrss) * 1024).c_str());
+        if (const WeightStreamer* ws = model->streamer()) {
+            const WeightStreamStats w = ws->stats();
+            std::fprintf(stderr,
+                         "%s; read %s, decompressed %s; compute %.2f s, waiting for weights "
+                         "%.2f s\n",
+                         ws->describe().c_str(), format_bytes(w.bytes_read).c_str(),
+                         format_bytes(w.bytes_decompressed).c_str(), w.compute_seconds,
+                         w.wait_seconds);
+        }
     }
     return 0;
 }

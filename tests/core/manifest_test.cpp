@@ -110,6 +110,10 @@ budget_mb = 3072
 page_kb = 64
 weights = "stream"
 mlock = true
+weight_budget_mb = 512
+pin_layers = [0, 21]
+pin_auto = false
+prefetch_layers = 3
 
 [cpu]
 threads = 4
@@ -151,11 +155,15 @@ sha256 = { qnn = ")" + hash + R"(" }
     EXPECT_EQ(m.memory.page_size, 64u * 1024);
     EXPECT_EQ(m.memory.weights, "stream");
     EXPECT_TRUE(m.memory.mlock);
+    EXPECT_EQ(m.memory.weight_budget_bytes, 512ull << 20);
+    EXPECT_EQ(m.memory.pin_layers, (std::vector<int32_t>{0, 21}));
+    EXPECT_FALSE(m.memory.pin_auto);
+    EXPECT_EQ(m.memory.prefetch_layers, 3);
     EXPECT_EQ(m.cpu.threads, 4);
     EXPECT_EQ(m.cpu.affinity, "big");
     EXPECT_EQ(m.kv.dtype, DWELL_FP8_E4M3);
 
-    EXPECT_EQ(m.thermal_line, 33);
+    EXPECT_EQ(m.thermal_line, 37);
     EXPECT_NE(m.thermal_toml.find("target_c = 42"), std::string::npos) << m.thermal_toml;
     EXPECT_NE(m.thermal_toml.find("cpu0"), std::string::npos) << m.thermal_toml;
 
@@ -299,6 +307,10 @@ TEST(ManifestErrorTest, WrongType) {
                    "test.toml:4:13: ", "[memory] budget_mb must be an integer, got string");
     expect_invalid(kCpu + "[memory]\nmlock = 1\n",
                    "test.toml:4:9: ", "[memory] mlock must be a bool, got integer");
+    expect_invalid(kCpu + "[memory]\npin_layers = [1, \"x\"]\n",
+                   "test.toml:4:", "[memory] pin_layers[1] must be an integer");
+    expect_invalid(kCpu + "[memory]\nprefetch_layers = 65\n",
+                   "test.toml:4:", "[memory] prefetch_layers");
     expect_invalid(kCpu + "[device]\nname = 3.5\n",
                    "test.toml:4:8: ", "[device] name must be a string, got float");
     expect_invalid(kCpu + "[device.match]\narch = \"x86_64\"\n",

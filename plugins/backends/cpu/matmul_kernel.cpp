@@ -63,14 +63,11 @@ void run_blocked(const GemmKernel& kernel, const NodeArgs& a, ThreadPool& pool) 
                                                   " has tiles larger than the driver allows");
     }
 
-    AlignedBytes own;
-    const unsigned char* packed = nullptr;
-    if (a.packed != nullptr) {
-        packed = a.packed->get(kernel, w, pool);
-    } else {
-        own = pack_weight(kernel, w, pool);
-        packed = own.get();
-    }
+    // A weight that may change between calls (written by the graph, or
+    // streamed) is packed block by block inside the tile loop: each block is
+    // read once, packed into a small buffer while hot, and used at once,
+    // instead of a whole packed copy made and read back every call.
+    const unsigned char* packed = a.packed != nullptr ? a.packed->get(kernel, w, pool) : nullptr;
     const size_t block_bytes = kernel.block_bytes(k);
 
     const size_t act_bytes = kernel.act_row_bytes(k);
@@ -103,10 +100,16 @@ void run_blocked(const GemmKernel& kernel, const NodeArgs& a, ThreadPool& pool) 
         blocks,
         [&](int64_t begin, int64_t end) {
             std::array<float, kMaxTileOutputs> tile;
+            AlignedBytes own = packed == nullptr ? make_aligned_bytes(block_bytes) : AlignedBytes();
             for (int64_t b = begin; b < end; ++b) {
                 const int64_t n0 = b * R;
                 const int nr = static_cast<int>(std::min<int64_t>(R, n_rows - n0));
                 const unsigned char* block = packed + static_cast<size_t>(b) * block_bytes;
+                if (packed == nullptr) {
+                    kernel.pack_block(row_at(w, n0), static_cast<size_t>(w.nb[1]), nr, k,
+                                      own.get());
+                    block = own.get();
+                }
                 for (int64_t m0 = 0; m0 < m_rows; m0 += C) {
                     const int nc = static_cast<int>(std::min<int64_t>(C, m_rows - m0));
                     kernel.tile(k, block, nr, acts + m0 * act_bytes, act_bytes, nc, tile.data(),

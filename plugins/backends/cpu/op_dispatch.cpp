@@ -234,7 +234,9 @@ OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_
         args.acts = &acts;
         if (!problem && !written.empty()) {
             const int32_t w = args.node->inputs[0];
-            const bool leaf = w >= 0 && w < graph->n_tensors && !written[static_cast<size_t>(w)];
+            // A volatile weight's buffer holds another tensor next call.
+            const bool leaf = w >= 0 && w < graph->n_tensors && !written[static_cast<size_t>(w)] &&
+                              (dwell_graph_tensor_flags(graph, w) & DWELL_TENSOR_VOLATILE) == 0;
             args.packed = leaf ? packed : nullptr;
         }
         if (!problem) {

@@ -134,6 +134,17 @@ static inline dwell_tensor* dwell_graph_tensor(const dwell_graph* g, int32_t i) 
     return (dwell_tensor*)((char*)g->tensors + (size_t)i * stride);
 }
 
+/* Tensor i's flags (DWELL_TENSOR_*), 0 when the host's tensors predate
+ * the field (ABI < 1.2) or i is out of range. */
+static inline uint32_t dwell_graph_tensor_flags(const dwell_graph* g, int32_t i) {
+    const dwell_tensor* t = dwell_graph_tensor(g, i);
+    size_t stride;
+    if (!t) return 0;
+    stride = g->tensor_stride ? g->tensor_stride : sizeof(dwell_tensor);
+    if (stride < offsetof(dwell_tensor, flags) + sizeof(uint32_t)) return 0;
+    return t->flags;
+}
+
 static inline const dwell_node* dwell_graph_node(const dwell_graph* g, int32_t i) {
     if (!g || !g->nodes || i < 0 || i >= g->n_nodes) return (const dwell_node*)0;
     size_t stride = g->node_stride ? g->node_stride : sizeof(dwell_node);

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define DWELL_ABI_MAJOR 1
-#define DWELL_ABI_MINOR 1 /* 1.1: dwell_host_services.weights_copied */
+#define DWELL_ABI_MINOR 2 /* 1.1: dwell_host_services.weights_copied; 1.2: dwell_tensor.flags */
 
 #if defined(_WIN32)
 #define DWELL_PLUGIN_EXPORT __declspec(dllexport)

@@ -380,10 +380,18 @@ static inline float dwell_bf16_to_fp32(uint16_t h) {
     return f;
 }
 
+/* dwell_tensor.flags (ABI 1.2). DWELL_TENSOR_VOLATILE: the bytes at `data`
+ * are valid for the current graph_compute call only — a streamed weight
+ * whose buffer will hold another layer next. A backend must not keep a
+ * copy derived from them (e.g. repacked weights) keyed by the address. */
+#define DWELL_TENSOR_VOLATILE 1u
+
 /* A tensor as the graph and the backends see it. `data` is a host-visible
  * address when the tensor lives in host memory (always so in ABI 1.0);
  * `buffer`/`offset` name device memory for backends whose buffers are not
- * host-visible. */
+ * host-visible. Fields after `name` were appended in later minor versions:
+ * read them through dwell_graph_tensor_flags() (graph.h), which checks the
+ * host's tensor stride. */
 typedef struct dwell_tensor {
     dwell_dtype dtype;
     int32_t n_dims;
@@ -393,6 +401,8 @@ typedef struct dwell_tensor {
     void* buffer;
     uint64_t offset;
     const char* name; /* may be NULL for intermediate results */
+    uint32_t flags;   /* ABI 1.2: DWELL_TENSOR_* bits */
+    uint32_t reserved;
 } dwell_tensor;
 
 static inline int64_t dwell_tensor_nelements(const dwell_tensor* t) {

@@ -45,8 +45,12 @@ struct Manifest {
     struct Memory {
         uint64_t budget_bytes = 0;  // 0: no budget
         uint64_t page_size = 16384;
-        std::string weights = "mmap";  // mmap | load | stream
-        bool mlock = false;
+        std::string weights = "mmap";      // mmap | load | stream
+        bool mlock = false;                // mmap: lock the pinned layers (all if none pinned)
+        uint64_t weight_budget_bytes = 0;  // stream: bytes of weights resident at once
+        std::vector<int32_t> pin_layers;   // resident for good (stream) / locked (mmap)
+        bool pin_auto = true;              // stream: pin more layers while the budget allows
+        int32_t prefetch_layers = 2;       // stream: layers read ahead of the one computing
     } memory;
     struct Cpu {
         int32_t threads = 0;           // 0: one per core

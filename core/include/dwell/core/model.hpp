@@ -14,11 +14,13 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dwell/core/graph_builder.hpp"
 #include "dwell/core/model_source.hpp"
 #include "dwell/core/plugin_loader.hpp"
 #include "dwell/core/tokenizer.hpp"
+#include "dwell/core/weight_streamer.hpp"
 #include "dwell/model.h"
 
 namespace dwell {
@@ -44,12 +46,18 @@ public:
     uint64_t id() const { return id_; }
 
     const dwell_tensor* weight(std::string_view name) const;
+    // The reader of streamed weights ([memory] weights = "load" or
+    // "stream"); null when the weights are mapped.
+    WeightStreamer* streamer() const { return streamer_.get(); }
     // Runs the plugin's build_graph; throws with the plugin's message.
     void build_graph(GraphBuilder& builder, const dwell_batch& batch) const;
 
 private:
     Model(std::unique_ptr<ModelSource> source, std::shared_ptr<LoadedPlugin> plugin);
+    void lock_weights(const std::vector<int32_t>& layers) const;
+
     std::unique_ptr<ModelSource> source_;
+    std::unique_ptr<WeightStreamer> streamer_;  // borrows source_: declared after it
     std::shared_ptr<LoadedPlugin> plugin_;
     std::unique_ptr<Tokenizer> tokenizer_;
     dwell_model* handle_ = nullptr;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,9 +27,26 @@ struct SourceTensor {
     std::string type_name;                  // as the file names it, for messages
     int32_t n_dims = 0;
     int64_t ne[DWELL_MAX_DIMS] = {1, 1, 1, 1};
-    const uint8_t* data = nullptr;  // resident bytes: mapped or decompressed
+    const uint8_t* data = nullptr;  // resident bytes: mapped or decompressed; null when deferred
     uint64_t size = 0;              // bytes
+    // Where the bytes are in the file, for readers that bypass the mapping
+    // (streamed weights).
+    struct Stored {
+        uint64_t offset = 0;  // first stored byte, from the start of the file
+        uint64_t bytes = 0;   // stored bytes (== size unless compressed)
+        // zstd: raw bytes per frame and each frame's compressed size, in
+        // order; empty: stored raw.
+        uint64_t frame_raw = 0;
+        std::vector<uint64_t> frame_sizes;
+        std::optional<uint64_t> xxh3;  // of the raw bytes, when the format keeps one
+    } stored;
 };
+
+// Resident: every tensor's bytes are usable through `data` once the source
+// is open (packs verify checksums and decompress then). Deferred: packs skip
+// both and leave compressed tensors' `data` null; whoever reads the bytes
+// through `stored` verifies them.
+enum class TensorData { Resident, Deferred };
 
 class ModelSource {
 public:
@@ -44,7 +62,8 @@ public:
 };
 
 // Opens a GGUF file or a dwell pack; throws dwell::Error naming the file.
-std::unique_ptr<ModelSource> open_model_source(const std::filesystem::path& path);
+std::unique_ptr<ModelSource> open_model_source(const std::filesystem::path& path,
+                                               TensorData data = TensorData::Resident);
 
 // The GGUF implementation (exposed for tools such as convert).
 class GgufFile;

@@ -66,7 +66,8 @@ public:
 
 // Throws dwell::Error (DWELL_ERR_IO / DWELL_ERR_CORRUPT) naming the file and tensor.
 std::unique_ptr<PackSource> open_pack_source(const std::filesystem::path& path,
-                                             const PackLimits& limits = {});
+                                             const PackLimits& limits = {},
+                                             TensorData data = TensorData::Resident);
 
 class PackWriter {
 public:

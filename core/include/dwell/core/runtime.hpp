@@ -32,6 +32,9 @@ struct RuntimeOptions {
     int32_t threads = 0;                            // > 0 overrides [cpu] threads
     std::optional<uint64_t> memory_budget_bytes;    // overrides [memory] budget_mb
     std::optional<uint64_t> prefix_cache_bytes;     // overrides [kv] prefix_cache_mb
+    std::optional<std::string> weights;             // overrides [memory] weights
+    std::optional<uint64_t> weight_budget_bytes;    // overrides [memory] weight_budget_mb
+    std::optional<int32_t> prefetch_layers;         // overrides [memory] prefetch_layers
     bool strict = false;          // fail instead of falling back to a lower-priority backend
     bool require_backend = true;  // false: a runtime with no usable backend (for reports)
 };

@@ -17,6 +17,7 @@
 namespace dwell {
 
 class Backend;
+class WeightStreamer;
 
 struct Placement {
     struct Split {
@@ -33,8 +34,10 @@ class Scheduler {
 public:
     Scheduler(std::vector<Backend*> backends, bool strict);
 
-    Placement place(Graph& graph) const;                       // throws when a node can run nowhere
-    void run(Graph& graph, const Placement& placement) const;  // throws naming backend and node
+    Placement place(Graph& graph) const;  // throws when a node can run nowhere
+    // Throws naming backend and node. With `weights`, each split runs in
+    // segments whose streamed weights it makes resident first.
+    void run(Graph& graph, const Placement& placement, WeightStreamer* weights = nullptr) const;
     // A few lines for the log: which layers and ops run where, and why
     // anything fell back.
     std::string describe(const Graph& graph, const Placement& placement) const;
