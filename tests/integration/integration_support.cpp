@@ -6,6 +6,7 @@
 #include <atomic>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
 
 #include "dwell/core/generate.hpp"
@@ -116,6 +117,52 @@ CommandResult run_dwell(const std::vector<std::string>& args) {
     r.out = slurp(out);
     r.err = slurp(err);
     return r;
+}
+
+namespace {
+
+std::vector<int32_t> parse_ids(const std::string& list) {
+    std::vector<int32_t> ids;
+    std::stringstream ss(list);
+    for (std::string item; std::getline(ss, item, ',');) ids.push_back(std::stoi(item));
+    return ids;
+}
+
+}  // namespace
+
+// Reads the prompts, ids, logits and the BOS-only text out of the Markdown.
+Reference load_reference(const std::filesystem::path& md) {
+    std::ifstream in(md);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    Reference ref;
+    const std::regex heading(R"re(## "([^"]+)" )re");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), heading);
+         it != std::sregex_iterator(); ++it) {
+        ReferenceCase c;
+        c.prompt = (*it)[1];
+        const size_t from = static_cast<size_t>(it->position());
+        const size_t full = text.find("full sequence ids", from);
+        const size_t open = text.find('[', full), close = text.find(']', open);
+        c.full_ids = parse_ids(text.substr(open + 1, close - open - 1));
+        const size_t top = text.find("top-5", close);
+        const size_t line = text.find('\n', top) + 1;
+        const std::string pairs = text.substr(line, text.find('\n', line) - line);
+        const std::regex pair(R"((\d+):(-?[0-9.]+))");
+        for (auto p = std::sregex_iterator(pairs.begin(), pairs.end(), pair);
+             p != std::sregex_iterator(); ++p) {
+            c.top5.emplace_back(std::stoi((*p)[1]), std::stof((*p)[2]));
+        }
+        ref.cases.push_back(c);
+    }
+    const size_t empty = text.find("## Empty prompt");
+    const size_t fence = text.find("```", empty);
+    const size_t body = text.find('\n', fence) + 1;
+    ref.bos_only_text = text.substr(body, text.find("```", body) - body);
+    while (!ref.bos_only_text.empty() && ref.bos_only_text.back() == '\n')
+        ref.bos_only_text.pop_back();
+    return ref;
 }
 
 }  // namespace dwell::test

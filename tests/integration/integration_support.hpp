@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dwell/core/runtime.hpp"
@@ -39,6 +40,22 @@ std::filesystem::path write_small_model(const TempDir& dir);
 std::vector<int32_t> greedy_ids(Runtime& runtime, const std::filesystem::path& model,
                                 const std::string& prompt, int32_t n,
                                 std::optional<dwell_dtype> kv_dtype = std::nullopt);
+
+// What ../shared/reference/stories260K.md records from llama.cpp: per
+// prompt the full greedy id sequence and the top-5 next-token logits, and
+// the text generated from BOS alone.
+struct ReferenceCase {
+    std::string prompt;
+    std::vector<int32_t> full_ids;
+    std::vector<std::pair<int32_t, float>> top5;
+};
+
+struct Reference {
+    std::vector<ReferenceCase> cases;
+    std::string bos_only_text;
+};
+
+Reference load_reference(const std::filesystem::path& md);
 
 struct CommandResult {
     int exit_code = -1;

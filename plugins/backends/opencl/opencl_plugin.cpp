@@ -1,0 +1,705 @@
+// The opencl backend plugin: runs graph nodes with the portable OpenCL C 1.2
+// kernels (kernels_portable.cl) on the device the manifest names. The
+// library is loaded at probe time; without it, or without a platform, the
+// plugin reports one unavailable device saying why, and the manifest falls
+// through to the next backend.
+//
+// Memory: dwell's tensors live in host memory (DWELL_BUFFER_HOST); each node
+// wraps the ranges it touches in CL_MEM_USE_HOST_PTR buffers (zero-copy on
+// devices sharing host memory, such as PoCL and Adreno's host-mapped
+// buffers) and maps what it wrote before returning, so the next node — on
+// this backend or another — reads coherent host memory.
+//
+// Thread-safety: probe calls from any thread; a context is used by one
+// thread at a time (the host serialises). Ownership: contexts own their CL
+// objects; the compiled program is cached on disk per device, driver and
+// source.
+#include <dwell/backend.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cl_api.hpp"
+#include "kernels_portable_source.hpp"
+
+struct dwell_backend_context {
+    const dwell::opencl::ClApi* cl = nullptr;
+    cl_context context = nullptr;
+    cl_command_queue queue = nullptr;
+    cl_program program = nullptr;
+    std::map<std::string, cl_kernel> kernels;
+    std::string last_error;
+    std::string device_name;
+
+    dwell_backend_context() = default;
+    dwell_backend_context(const dwell_backend_context&) = delete;
+    dwell_backend_context& operator=(const dwell_backend_context&) = delete;
+    ~dwell_backend_context() {
+        if (cl == nullptr) return;
+        for (auto& [name, k] : kernels) cl->ReleaseKernel(k);
+        if (program) cl->ReleaseProgram(program);
+        if (queue) cl->ReleaseCommandQueue(queue);
+        if (context) cl->ReleaseContext(context);
+    }
+};
+
+namespace dwell::opencl {
+namespace {
+
+constexpr const char* kPluginName = "opencl";
+constexpr const char* kPluginVersion = "0.1.0";
+
+thread_local std::string g_plugin_error;
+
+struct Device {
+    cl_device_id id = nullptr;
+    std::string name;  // "opencl0", ...
+    std::string description;
+    std::string hardware_id;
+    std::string driver;
+    dwell_device_kind kind = DWELL_DEVICE_GPU;
+    uint64_t memory = 0;
+    bool available = false;
+    std::string why;  // when unavailable
+};
+
+std::string device_string(const ClApi& cl, cl_device_id d, cl_device_info what) {
+    size_t n = 0;
+    if (cl.GetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
+    std::string s(n, '\0');
+    cl.GetDeviceInfo(d, what, n, s.data(), nullptr);
+    while (!s.empty() && s.back() == '\0') s.pop_back();
+    return s;
+}
+
+std::string platform_string(const ClApi& cl, cl_platform_id p, cl_platform_info what) {
+    size_t n = 0;
+    if (cl.GetPlatformInfo(p, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
+    std::string s(n, '\0');
+    cl.GetPlatformInfo(p, what, n, s.data(), nullptr);
+    while (!s.empty() && s.back() == '\0') s.pop_back();
+    return s;
+}
+
+struct Probe {
+    const ClApi* cl = nullptr;
+    std::vector<Device> devices;
+};
+
+Probe do_probe() {
+    Probe p;
+    std::string why;
+    p.cl = load_cl_api(why);
+    const auto unavailable = [&](std::string reason) {
+        Device d;
+        d.name = "opencl0";
+        d.description = "no OpenCL device";
+        d.hardware_id = "opencl:none";
+        d.why = std::move(reason);
+        p.devices.push_back(std::move(d));
+    };
+    if (p.cl == nullptr) {
+        unavailable(why);
+        return p;
+    }
+    cl_uint n_platforms = 0;
+    cl_int err = p.cl->GetPlatformIDs(0, nullptr, &n_platforms);
+    if (err != CL_SUCCESS || n_platforms == 0) {
+        unavailable("no OpenCL platform (" + cl_error_name(err) +
+                    "): install a driver, e.g. pocl-opencl-icd");
+        return p;
+    }
+    std::vector<cl_platform_id> platforms(n_platforms);
+    p.cl->GetPlatformIDs(n_platforms, platforms.data(), nullptr);
+    for (cl_platform_id pl : platforms) {
+        cl_uint n = 0;
+        if (p.cl->GetDeviceIDs(pl, CL_DEVICE_TYPE_ALL, 0, nullptr, &n) != CL_SUCCESS) continue;
+        std::vector<cl_device_id> ids(n);
+        p.cl->GetDeviceIDs(pl, CL_DEVICE_TYPE_ALL, n, ids.data(), nullptr);
+        const std::string platform = platform_string(*p.cl, pl, CL_PLATFORM_NAME);
+        for (cl_device_id id : ids) {
+            Device d;
+            d.id = id;
+            d.name = "opencl" + std::to_string(p.devices.size());
+            const std::string dev = device_string(*p.cl, id, CL_DEVICE_NAME);
+            d.description = platform + ": " + dev;
+            d.driver = device_string(*p.cl, id, CL_DRIVER_VERSION);
+            d.hardware_id = "opencl:" + platform + ":" + dev;
+            cl_device_type type = 0;
+            p.cl->GetDeviceInfo(id, CL_DEVICE_TYPE, sizeof type, &type, nullptr);
+            d.kind = (type & CL_DEVICE_TYPE_CPU) ? DWELL_DEVICE_CPU : DWELL_DEVICE_GPU;
+            cl_ulong mem = 0;
+            p.cl->GetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, nullptr);
+            d.memory = mem;
+            cl_bool ok = CL_FALSE;
+            p.cl->GetDeviceInfo(id, CL_DEVICE_AVAILABLE, sizeof ok, &ok, nullptr);
+            d.available = ok == CL_TRUE;
+            if (!d.available) d.why = "the driver reports the device unavailable";
+            p.devices.push_back(std::move(d));
+        }
+    }
+    if (p.devices.empty()) unavailable("the OpenCL platforms list no devices");
+    return p;
+}
+
+Probe& probe() {
+    static Probe p = do_probe();
+    return p;
+}
+
+dwell_status fail_plugin(dwell_status st, std::string message) {
+    g_plugin_error = "opencl plugin: " + std::move(message);
+    return st;
+}
+
+// ---------------------------------------------------------------------------
+// Program: built once per device and driver, cached on disk.
+
+std::filesystem::path cache_dir(const dwell_option* options, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        if (options[i].key && options[i].value && std::strcmp(options[i].key, "cache_dir") == 0)
+            return options[i].value;
+    }
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+        return std::filesystem::path(x) / "dwell" / "opencl";
+    if (const char* h = std::getenv("HOME"); h && *h)
+        return std::filesystem::path(h) / ".cache" / "dwell" / "opencl";
+    return {};
+}
+
+std::string build_log(const ClApi& cl, cl_program prog, cl_device_id dev) {
+    size_t n = 0;
+    cl.GetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string s(n, '\0');
+    if (n) cl.GetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, n, s.data(), nullptr);
+    std::replace(s.begin(), s.end(), '\n', ' ');
+    return s.substr(0, 400);
+}
+
+cl_program build_program(dwell_backend_context& c, const Device& d, const dwell_option* options,
+                         size_t n_options) {
+    const ClApi& cl = *c.cl;
+    const std::string key = std::to_string(
+        std::hash<std::string>{}(d.description + "\n" + d.driver + "\n" + kPortableKernelSource));
+    const std::filesystem::path dir = cache_dir(options, n_options);
+    const std::filesystem::path file = dir.empty() ? dir : dir / ("portable-" + key + ".bin");
+    cl_int err = CL_SUCCESS;
+    if (!file.empty()) {
+        std::ifstream in(file, std::ios::binary);
+        std::string bin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (!bin.empty()) {
+            const size_t size = bin.size();
+            const auto* data = reinterpret_cast<const unsigned char*>(bin.data());
+            cl_int status = CL_SUCCESS;
+            cl_program prog =
+                cl.CreateProgramWithBinary(c.context, 1, &d.id, &size, &data, &status, &err);
+            if (prog != nullptr && err == CL_SUCCESS && status == CL_SUCCESS &&
+                cl.BuildProgram(prog, 1, &d.id, "", nullptr, nullptr) == CL_SUCCESS) {
+                return prog;
+            }
+            if (prog != nullptr) cl.ReleaseProgram(prog);  // stale binary: rebuild from source
+        }
+    }
+    const char* src = kPortableKernelSource;
+    cl_program prog = cl.CreateProgramWithSource(c.context, 1, &src, nullptr, &err);
+    if (prog == nullptr || err != CL_SUCCESS) {
+        throw std::runtime_error("creating the program failed: " + cl_error_name(err));
+    }
+    err = cl.BuildProgram(prog, 1, &d.id, "-cl-std=CL1.2", nullptr, nullptr);
+    if (err != CL_SUCCESS) {
+        const std::string log = build_log(cl, prog, d.id);
+        cl.ReleaseProgram(prog);
+        throw std::runtime_error("building the portable kernels failed (" + cl_error_name(err) +
+                                 "): " + log);
+    }
+    if (!file.empty()) {
+        size_t size = 0;
+        if (cl.GetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) ==
+                CL_SUCCESS &&
+            size > 0) {
+            std::string bin(size, '\0');
+            unsigned char* ptr = reinterpret_cast<unsigned char*>(bin.data());
+            if (cl.GetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) ==
+                CL_SUCCESS) {
+                std::error_code ec;
+                std::filesystem::create_directories(dir, ec);
+                const std::filesystem::path tmp = file.string() + ".tmp";
+                std::ofstream(tmp, std::ios::binary).write(bin.data(), static_cast<long>(size));
+                std::filesystem::rename(tmp, file, ec);  // a cache: failure is harmless
+            }
+        }
+    }
+    return prog;
+}
+
+// ---------------------------------------------------------------------------
+// Tensors
+
+uint64_t tensor_bytes(const dwell_tensor& t) {
+    uint64_t last = 0;
+    for (int d = 1; d < DWELL_MAX_DIMS; ++d) last += static_cast<uint64_t>(t.ne[d] - 1) * t.nb[d];
+    return last + dwell_row_bytes(t.dtype, t.ne[0]);
+}
+
+bool contiguous(const dwell_tensor& t) {
+    if (t.nb[0] != dwell_dtype_block_bytes(t.dtype)) return false;
+    if (t.nb[1] != dwell_row_bytes(t.dtype, t.ne[0])) return false;
+    for (int d = 2; d < DWELL_MAX_DIMS; ++d)
+        if (t.nb[d] != t.nb[d - 1] * static_cast<uint64_t>(t.ne[d - 1])) return false;
+    return true;
+}
+
+bool weight_dtype(dwell_dtype t) {
+    return t == DWELL_F32 || t == DWELL_F16 || t == DWELL_Q8_0 || t == DWELL_Q4_0;
+}
+
+const dwell_tensor& tensor(const dwell_graph* g, int32_t id) {
+    return *dwell_graph_tensor(g, id);
+}
+
+// Why node `id` cannot run here, or "" when it can.
+std::string check(const dwell_graph* g, int32_t id) {
+    const dwell_node* n = dwell_graph_node(g, id);
+    if (n == nullptr) return "no such node";
+    for (int i = 0; i < n->n_inputs; ++i) {
+        if (dwell_graph_tensor(g, n->inputs[i]) == nullptr) return "an input is missing";
+    }
+    const dwell_tensor* out = dwell_graph_tensor(g, n->output);
+    if (out == nullptr) return "the output is missing";
+    const auto in = [&](int i) -> const dwell_tensor& { return tensor(g, n->inputs[i]); };
+    const auto f32 = [&](const dwell_tensor& t) { return t.dtype == DWELL_F32 && contiguous(t); };
+    const bool paged = n->op == DWELL_OP_ATTENTION && n->n_inputs > 4 && in(4).dtype == DWELL_I32;
+    if (!contiguous(*out) && !(n->op == DWELL_OP_ATTENTION)) return "the output is not contiguous";
+    switch (n->op) {
+        case DWELL_OP_GET_ROWS:
+            if (!weight_dtype(in(0).dtype) || !contiguous(in(0))) return "table dtype/layout";
+            return in(1).dtype == DWELL_I32 && f32(*out) ? "" : "ids must be I32";
+        case DWELL_OP_MATMUL:
+            if (!weight_dtype(in(0).dtype) || !contiguous(in(0))) {
+                return std::string("weight dtype ") + dwell_dtype_name(in(0).dtype) +
+                       " (portable kernels: f32, f16, q8_0, q4_0)";
+            }
+            return f32(in(1)) && f32(*out) ? "" : "x must be contiguous F32";
+        case DWELL_OP_ADD:
+        case DWELL_OP_MUL: {
+            if (!f32(in(0)) || !f32(in(1)) || !f32(*out)) return "operands must be F32";
+            const int64_t a = dwell_tensor_nelements(&in(0)), b = dwell_tensor_nelements(&in(1));
+            return b == a || b == in(0).ne[0] ? "" : "in1 must match in0 or be one row";
+        }
+        case DWELL_OP_SCALE:
+        case DWELL_OP_SILU:
+        case DWELL_OP_GELU:
+        case DWELL_OP_RMS_NORM:
+        case DWELL_OP_SOFTMAX:
+            return f32(in(0)) && f32(*out) ? "" : "operands must be F32";
+        case DWELL_OP_SWIGLU:
+            return f32(in(0)) && f32(in(1)) && f32(*out) ? "" : "operands must be F32";
+        case DWELL_OP_ROPE:
+            return f32(in(0)) && f32(*out) && in(1).dtype == DWELL_I32 ? "" : "rope operands";
+        case DWELL_OP_ATTENTION: {
+            const dwell_tensor& cache = in(3);
+            if (cache.dtype != DWELL_F32 && cache.dtype != DWELL_F16) {
+                return std::string("KV cache ") + dwell_dtype_name(cache.dtype) +
+                       " (portable kernels: f32, f16)";
+            }
+            if (in(0).ne[0] > 256) return "head_dim above 256";
+            if (!f32(in(0)) || !f32(in(1)) || !f32(in(2)) || !f32(*out)) return "q/k/v must be F32";
+            if (!paged && in(4).dtype != cache.dtype) return "K and V caches differ in dtype";
+            return "";
+        }
+        default:
+            return std::string(dwell_op_name(n->op)) + " has no portable OpenCL kernel";
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Running a node
+
+class NodeRun {
+public:
+    NodeRun(dwell_backend_context& c, const dwell_graph* g) : c_(c), g_(g) {}
+    ~NodeRun() {
+        for (auto& [key, b] : bufs_) c_.cl->ReleaseMemObject(b.mem);
+    }
+    NodeRun(const NodeRun&) = delete;
+    NodeRun& operator=(const NodeRun&) = delete;
+
+    cl_mem wrap(const dwell_tensor& t, bool written) {
+        return wrap_range(t.data, tensor_bytes(t), written);
+    }
+
+    cl_mem wrap_range(void* data, uint64_t bytes, bool written) {
+        auto [it, fresh] = bufs_.try_emplace(data);
+        if (!fresh) {
+            it->second.written |= written;
+            return it->second.mem;
+        }
+        cl_int err = CL_SUCCESS;
+        it->second.mem = c_.cl->CreateBuffer(c_.context, CL_MEM_USE_HOST_PTR | CL_MEM_READ_WRITE,
+                                             bytes, data, &err);
+        if (err != CL_SUCCESS) {
+            bufs_.erase(it);
+            throw std::runtime_error("wrapping " + std::to_string(bytes) +
+                                     " bytes failed: " + cl_error_name(err));
+        }
+        it->second.bytes = bytes;
+        it->second.written = written;
+        return it->second.mem;
+    }
+
+    template <typename... Args>
+    void launch(const char* kernel, std::vector<size_t> global, const Args&... args) {
+        auto it = c_.kernels.find(kernel);
+        if (it == c_.kernels.end()) {
+            cl_int err = CL_SUCCESS;
+            cl_kernel k = c_.cl->CreateKernel(c_.program, kernel, &err);
+            if (err != CL_SUCCESS) {
+                throw std::runtime_error(std::string("kernel ") + kernel + ": " +
+                                         cl_error_name(err));
+            }
+            it = c_.kernels.emplace(kernel, k).first;
+        }
+        cl_uint i = 0;
+        (set(it->second, i++, args), ...);
+        for (size_t g : global) {
+            if (g == 0) return;  // nothing to do
+        }
+        const cl_int err =
+            c_.cl->EnqueueNDRangeKernel(c_.queue, it->second, static_cast<cl_uint>(global.size()),
+                                        nullptr, global.data(), nullptr, 0, nullptr, nullptr);
+        if (err != CL_SUCCESS) {
+            throw std::runtime_error(std::string("running ") + kernel + ": " + cl_error_name(err));
+        }
+    }
+
+    // Makes what the kernels wrote visible in host memory.
+    void sync() {
+        for (auto& [key, b] : bufs_) {
+            if (!b.written) continue;
+            cl_int err = CL_SUCCESS;
+            void* p = c_.cl->EnqueueMapBuffer(c_.queue, b.mem, CL_TRUE, CL_MAP_READ, 0, b.bytes, 0,
+                                              nullptr, nullptr, &err);
+            if (err != CL_SUCCESS)
+                throw std::runtime_error("mapping a result: " + cl_error_name(err));
+            c_.cl->EnqueueUnmapMemObject(c_.queue, b.mem, p, 0, nullptr, nullptr);
+        }
+        const cl_int err = c_.cl->Finish(c_.queue);
+        if (err != CL_SUCCESS) throw std::runtime_error("finishing: " + cl_error_name(err));
+    }
+
+private:
+    template <typename T>
+    void set(cl_kernel k, cl_uint i, const T& v) {
+        const cl_int err = c_.cl->SetKernelArg(k, i, sizeof(T), &v);
+        if (err != CL_SUCCESS) {
+            throw std::runtime_error("argument " + std::to_string(i) + ": " + cl_error_name(err));
+        }
+    }
+
+    struct Buf {
+        cl_mem mem = nullptr;
+        uint64_t bytes = 0;
+        bool written = false;
+    };
+    dwell_backend_context& c_;
+    const dwell_graph* g_;
+    std::map<const void*, Buf> bufs_;
+};
+
+void run_node(dwell_backend_context& c, const dwell_graph* g, int32_t id) {
+    const dwell_node& n = *dwell_graph_node(g, id);
+    const auto in = [&](int i) -> const dwell_tensor& { return tensor(g, n.inputs[i]); };
+    const dwell_tensor& out = tensor(g, n.output);
+    NodeRun r(c, g);
+    const auto count = static_cast<size_t>(dwell_tensor_nelements(&out));
+    const auto rows = static_cast<size_t>(dwell_tensor_nrows(&out));
+    switch (n.op) {
+        case DWELL_OP_GET_ROWS: {
+            const cl_mem table = r.wrap(in(0), false), ids = r.wrap(in(1), false);
+            const cl_mem o = r.wrap(out, true);
+            r.launch("get_rows", {static_cast<size_t>(out.ne[0]), rows}, table,
+                     cl_ulong{in(0).nb[1]}, cl_int{in(0).dtype}, ids, o, cl_int(out.ne[0]));
+            break;
+        }
+        case DWELL_OP_MATMUL: {
+            const cl_mem w = r.wrap(in(0), false), x = r.wrap(in(1), false);
+            const cl_mem o = r.wrap(out, true);
+            r.launch("matmul", {static_cast<size_t>(out.ne[0]), rows}, w, cl_ulong{in(0).nb[1]},
+                     cl_int{in(0).dtype}, x, o, cl_int(in(0).ne[0]), cl_int(out.ne[0]));
+            break;
+        }
+        case DWELL_OP_ADD:
+        case DWELL_OP_MUL: {
+            const cl_mem a = r.wrap(in(0), false), b = r.wrap(in(1), false);
+            const cl_mem o = r.wrap(out, true);
+            r.launch("binary", {count}, a, b, o, cl_int(n.op == DWELL_OP_ADD ? 0 : 1),
+                     cl_int(dwell_tensor_nelements(&in(1))));
+            break;
+        }
+        case DWELL_OP_SCALE:
+        case DWELL_OP_SILU:
+        case DWELL_OP_GELU: {
+            const cl_mem a = r.wrap(in(0), false), o = r.wrap(out, true);
+            const cl_int op = n.op == DWELL_OP_SCALE ? 0 : n.op == DWELL_OP_SILU ? 1 : 2;
+            r.launch("unary", {count}, a, o, op, cl_float(n.fparams[0]));
+            break;
+        }
+        case DWELL_OP_SWIGLU: {
+            const cl_mem a = r.wrap(in(0), false), b = r.wrap(in(1), false);
+            const cl_mem o = r.wrap(out, true);
+            r.launch("swiglu", {count}, a, b, o);
+            break;
+        }
+        case DWELL_OP_RMS_NORM:
+        case DWELL_OP_SOFTMAX: {
+            const cl_mem a = r.wrap(in(0), false), o = r.wrap(out, true);
+            if (n.op == DWELL_OP_RMS_NORM) {
+                r.launch("rms_norm", {rows}, a, o, cl_int(out.ne[0]), cl_float(n.fparams[0]));
+            } else {
+                r.launch("softmax", {rows}, a, o, cl_int(out.ne[0]));
+            }
+            break;
+        }
+        case DWELL_OP_ROPE: {
+            const dwell_tensor& x = in(0);
+            const cl_mem a = r.wrap(x, false), pos = r.wrap(in(1), false);
+            const cl_mem o = r.wrap(out, true);
+            const cl_int hd = cl_int(x.ne[0]), n_head = cl_int(x.ne[1]);
+            const cl_int n_rot = n.iparams[1] > 0 ? n.iparams[1] : hd;
+            if (n_rot < hd && x.data != out.data) {
+                r.launch("copy_tail", {static_cast<size_t>(hd - n_rot), rows}, a, o, hd, n_rot);
+            }
+            r.launch("rope",
+                     {static_cast<size_t>(n_rot / 2), static_cast<size_t>(n_head),
+                      static_cast<size_t>(x.ne[2])},
+                     a, o, pos, hd, n_head, n_rot, cl_int(n.iparams[0] == DWELL_ROPE_NEOX),
+                     cl_float(n.fparams[0]), cl_float(n.fparams[1] != 0 ? n.fparams[1] : 1.0f));
+            break;
+        }
+        case DWELL_OP_ATTENTION: {
+            const dwell_tensor& q = in(0);
+            const dwell_tensor& cache = in(3);
+            const bool paged = in(4).dtype == DWELL_I32;
+            // A page space is address space for every session: wrap only
+            // the pages this op's table names, from the lowest.
+            cl_int base_page = 0;
+            void* cache_data = cache.data;
+            uint64_t cache_bytes = tensor_bytes(cache);
+            if (paged) {
+                const auto* pos = static_cast<const int32_t*>(in(5).data);
+                const int32_t max_pos = *std::max_element(pos, pos + in(5).ne[0]);
+                const int64_t used = max_pos / cache.ne[1] + 1;
+                const auto* table = static_cast<const int32_t*>(in(4).data);
+                int32_t lo = table[0], hi = table[0];
+                for (int64_t i = 0; i < 2 * used; ++i) {
+                    lo = std::min(lo, table[i]);
+                    hi = std::max(hi, table[i]);
+                }
+                base_page = lo;
+                cache_data = static_cast<unsigned char*>(cache.data) + uint64_t(lo) * cache.nb[2];
+                cache_bytes = uint64_t(hi - lo + 1) * cache.nb[2];
+            }
+            const cl_mem qm = r.wrap(q, false), km = r.wrap(in(1), false),
+                         vm = r.wrap(in(2), false);
+            const cl_mem kc = r.wrap_range(cache_data, cache_bytes, true);
+            const cl_mem vc = paged ? kc : r.wrap(in(4), true);
+            const cl_mem table = paged ? r.wrap(in(4), false) : kc;
+            const cl_mem pos = r.wrap(in(5), false);
+            const cl_mem o = r.wrap(out, true);
+            const cl_int hd = cl_int(q.ne[0]), n_head = cl_int(q.ne[1]), n_kv = cl_int(in(1).ne[1]);
+            const auto T = static_cast<size_t>(q.ne[2]);
+            const cl_int f16 = cache.dtype == DWELL_F16;
+            const cl_ulong row_bytes = cache.nb[1];
+            const cl_ulong page_bytes = paged ? cache.nb[2] : 0;
+            const cl_int rpp = paged ? cl_int(cache.ne[1]) : 1;
+            r.launch("attention_store", {static_cast<size_t>(hd) * n_kv, T}, km, vm, kc, vc, table,
+                     cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos, cl_int(hd * n_kv),
+                     f16);
+            r.launch("attention", {static_cast<size_t>(n_head), T}, qm, kc, vc, table,
+                     cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos, o, hd, n_head, n_kv,
+                     f16, cl_float(n.fparams[0]));
+            break;
+        }
+        default:
+            throw std::runtime_error(std::string("no kernel for ") + dwell_op_name(n.op));
+    }
+    r.sync();
+}
+
+// ---------------------------------------------------------------------------
+// The vtable
+
+dwell_status device_count(void*, uint32_t* count) {
+    if (count == nullptr) return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "null count");
+    *count = static_cast<uint32_t>(probe().devices.size());
+    return DWELL_OK;
+}
+
+dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
+    const Probe& p = probe();
+    if (info == nullptr) return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "null info");
+    if (index >= p.devices.size()) {
+        return fail_plugin(DWELL_ERR_INVALID_ARGUMENT,
+                           "device index " + std::to_string(index) + " is out of range");
+    }
+    const Device& d = p.devices[index];
+    if (DWELL_HAS_FIELD(info, dwell_device_info, name)) info->name = d.name.c_str();
+    if (DWELL_HAS_FIELD(info, dwell_device_info, description))
+        info->description = d.description.c_str();
+    if (DWELL_HAS_FIELD(info, dwell_device_info, kind)) info->kind = d.kind;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, hardware_id))
+        info->hardware_id = d.hardware_id.c_str();
+    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_total)) info->memory_total = d.memory;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_free)) info->memory_free = 0;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, buffer_kind))
+        info->buffer_kind = DWELL_BUFFER_HOST;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, available)) info->available = d.available;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, unavailable_reason))
+        info->unavailable_reason = d.available ? nullptr : d.why.c_str();
+    info->struct_size =
+        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_device_info)));
+    return DWELL_OK;
+}
+
+const char* last_error(void*) {
+    return g_plugin_error.empty() ? "no message" : g_plugin_error.c_str();
+}
+
+void context_destroy(dwell_backend_context* c) {
+    // Handed to the host by context_create's release(); owned again here.
+    std::unique_ptr<dwell_backend_context> owned(c);
+}
+
+dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
+                            const dwell_host_services*, dwell_backend_context** out) {
+    if (out == nullptr) return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "null output");
+    const Probe& p = probe();
+    if (device >= p.devices.size() || !p.devices[device].available) {
+        return fail_plugin(DWELL_ERR_UNAVAILABLE,
+                           device < p.devices.size() ? p.devices[device].why : "no such device");
+    }
+    const Device& d = p.devices[device];
+    auto c = std::make_unique<dwell_backend_context>();
+    c->cl = p.cl;
+    c->device_name = d.description;
+    cl_int err = CL_SUCCESS;
+    c->context = p.cl->CreateContext(nullptr, 1, &d.id, nullptr, nullptr, &err);
+    if (err != CL_SUCCESS) {
+        return fail_plugin(DWELL_ERR_UNAVAILABLE,
+                           d.description + ": creating a context failed: " + cl_error_name(err));
+    }
+    c->queue = p.cl->CreateCommandQueue(c->context, d.id, 0, &err);
+    if (err != CL_SUCCESS) {
+        return fail_plugin(DWELL_ERR_UNAVAILABLE,
+                           d.description + ": creating a queue failed: " + cl_error_name(err));
+    }
+    try {
+        c->program = build_program(*c, d, options, n_options);
+    } catch (const std::exception& e) {
+        return fail_plugin(DWELL_ERR_UNAVAILABLE, d.description + ": " + e.what());
+    }
+    *out = c.release();
+    return DWELL_OK;
+}
+
+const char* context_last_error(dwell_backend_context* c) {
+    return c == nullptr || c->last_error.empty() ? "no message" : c->last_error.c_str();
+}
+
+int32_t supports_op(dwell_backend_context* c, const dwell_graph* g, int32_t node) {
+    try {
+        const std::string why = check(g, node);
+        if (why.empty()) return 1;
+        if (c != nullptr) c->last_error = why;
+        return 0;
+    } catch (...) {
+        return 0;
+    }
+}
+
+dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const int32_t* ids,
+                           size_t n_ids) {
+    if (c == nullptr || g == nullptr || (n_ids > 0 && ids == nullptr)) {
+        return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "graph_compute: null argument");
+    }
+    for (size_t i = 0; i < n_ids; ++i) {
+        const std::string why = check(g, ids[i]);
+        if (!why.empty()) {
+            c->last_error = "node " + std::to_string(ids[i]) + ": " + why;
+            return DWELL_ERR_UNSUPPORTED;
+        }
+        try {
+            run_node(*c, g, ids[i]);
+        } catch (const std::bad_alloc&) {
+            c->last_error = "out of host memory";
+            return DWELL_ERR_OUT_OF_MEMORY;
+        } catch (const std::exception& e) {
+            c->last_error = "node " + std::to_string(ids[i]) + " (" +
+                            dwell_op_name(dwell_graph_node(g, ids[i])->op) + ") on " +
+                            c->device_name + ": " + e.what();
+            return DWELL_ERR_INTERNAL;
+        }
+    }
+    return DWELL_OK;
+}
+
+dwell_backend_plugin make_vtable() {
+    dwell_backend_plugin v{};
+    v.struct_size = sizeof v;
+    v.device_count = device_count;
+    v.device_info = device_info;
+    v.last_error = last_error;
+    v.context_create = context_create;
+    v.context_destroy = context_destroy;
+    v.context_last_error = context_last_error;
+    v.supports_op = supports_op;
+    v.graph_compute = graph_compute;
+    return v;
+}
+
+dwell_status query(const dwell_host_services* host, dwell_plugin_info* info) {
+    if (info == nullptr || !DWELL_HAS_FIELD(info, dwell_plugin_info, abi_minor)) {
+        return DWELL_ERR_INVALID_ARGUMENT;
+    }
+    static const dwell_backend_plugin vtable = make_vtable();
+    info->abi_major = DWELL_ABI_MAJOR;
+    info->abi_minor = DWELL_ABI_MINOR;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, name)) info->name = kPluginName;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, version)) info->version = kPluginVersion;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, description))
+        info->description = "OpenCL backend: portable OpenCL C 1.2 kernels";
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, kind)) info->kind = DWELL_PLUGIN_BACKEND;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, model)) info->model = nullptr;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, error)) info->error = nullptr;
+    info->struct_size =
+        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_plugin_info)));
+    if (host == nullptr || !DWELL_HAS_FIELD(host, dwell_host_services, abi_minor) ||
+        host->abi_major != DWELL_ABI_MAJOR || !DWELL_HAS_FIELD(info, dwell_plugin_info, backend)) {
+        if (DWELL_HAS_FIELD(info, dwell_plugin_info, error))
+            info->error = "opencl plugin: the host's ABI major version differs";
+        return DWELL_ERR_ABI_MISMATCH;
+    }
+    info->backend = &vtable;
+    return DWELL_OK;
+}
+
+}  // namespace
+}  // namespace dwell::opencl
+
+extern "C" DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host,
+                                                               dwell_plugin_info* info) {
+    try {
+        return dwell::opencl::query(host, info);
+    } catch (...) {
+        return DWELL_ERR_INTERNAL;
+    }
+}

@@ -1,0 +1,86 @@
+// The opencl backend through the whole runtime, on whatever OpenCL device is
+// installed (PoCL in CI): stories260K's greedy continuation equals
+// llama.cpp's recorded one with every layer on opencl and with the layers
+// split between opencl and cpu, and the placement says so. Skipped, with
+// the reason, when the plugin was not built or no OpenCL device is usable.
+#include <gtest/gtest.h>
+
+#include "dwell/core/model.hpp"
+#include "dwell/core/runtime.hpp"
+#include "dwell/core/session.hpp"
+#include "integration_support.hpp"
+#include "test_paths.hpp"
+
+namespace dwell::test {
+namespace {
+
+RuntimeOptions opencl_first(const TempDir& dir, const std::string& opencl_layers) {
+    RuntimeOptions o;
+    o.manifest = dir.write("ocl" + std::to_string(opencl_layers.size()) + ".toml",
+                           "[device]\nname = \"opencl test\"\n[[backend]]\nplugin = \"opencl\"\n" +
+                               opencl_layers + "[[backend]]\nplugin = \"cpu\"\n");
+    o.threads = 2;
+    return o;
+}
+
+// Skips the calling test unless the opencl backend was selected.
+#define REQUIRE_OPENCL(runtime)                                            \
+    do {                                                                   \
+        std::string why = "the opencl plugin was not found";               \
+        bool selected = false;                                             \
+        for (const auto& c : (runtime).backend_choices()) {                \
+            if (c.plugin != "opencl") continue;                            \
+            selected = c.selected;                                         \
+            why = c.reason;                                                \
+        }                                                                  \
+        if (!selected) GTEST_SKIP() << "no usable OpenCL device: " << why; \
+    } while (0)
+
+class OpenClStories260K : public ::testing::Test {
+protected:
+    void SetUp() override {
+        model_ = model_path("stories260K.gguf");
+        if (model_.empty()) GTEST_SKIP() << "stories260K.gguf not found in " << models_dir();
+        const auto md = reference_dir() / "stories260K.md";
+        if (!std::filesystem::exists(md)) GTEST_SKIP() << "reference " << md << " not found";
+        ref_ = load_reference(md);
+        ASSERT_GE(ref_.cases.size(), 2u);
+    }
+
+    void expect_reference(const std::string& layers, const std::string& placed_on_opencl,
+                          bool cpu_has_nodes) {
+        Runtime rt(opencl_first(dir_, layers));
+        REQUIRE_OPENCL(rt);
+        auto model = Model::load(rt, model_);
+        for (const ReferenceCase& c : ref_.cases) {
+            SCOPED_TRACE(c.prompt);
+            const auto n = static_cast<int32_t>(c.full_ids.size() -
+                                                model->tokenizer().encode(c.prompt, true).size());
+            EXPECT_EQ(greedy_ids(rt, model_, c.prompt, n), c.full_ids);
+        }
+        // The placement names the layers each backend got.
+        Session s(rt, model, SessionOptions{});
+        const std::vector<int32_t> ids = model->tokenizer().encode("Once", true);
+        s.decode(ids);
+        const std::string placement = s.placement_summary();
+        EXPECT_NE(placement.find("opencl/opencl0: "), std::string::npos) << placement;
+        EXPECT_NE(placement.find(placed_on_opencl), std::string::npos) << placement;
+        EXPECT_EQ(placement.find("cpu/cpu0: no nodes") == std::string::npos, cpu_has_nodes)
+            << placement;
+    }
+
+    TempDir dir_;
+    std::filesystem::path model_;
+    Reference ref_;
+};
+
+TEST_F(OpenClStories260K, AllLayersOnOpenClMatchLlamaCpp) {
+    expect_reference("", "layers 0-4 + embedding/output", false);
+}
+
+TEST_F(OpenClStories260K, LayersSplitBetweenOpenClAndCpuMatchLlamaCpp) {
+    expect_reference("layers = [0, 1, 2]\n", "layers 0-2 [", true);
+}
+
+}  // namespace
+}  // namespace dwell::test
