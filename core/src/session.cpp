@@ -25,6 +25,23 @@ std::vector<Backend*> backend_list(const Runtime& rt) {
     return out;
 }
 
+// The runtime's backends with the one named `name` first.
+std::vector<Backend*> backends_preferring(const Runtime& rt, const std::string& name) {
+    std::vector<Backend*> out = backend_list(rt);
+    const auto it = std::find_if(out.begin(), out.end(), [&](const Backend* b) {
+        return b->label() == name || b->plugin().name() == name;
+    });
+    if (it == out.end()) {
+        std::string selected;
+        for (const Backend* b : out) selected += (selected.empty() ? "" : ", ") + b->label();
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "backend '" + name + "' is not selected in this runtime (selected: " +
+                        selected + "); add it to the manifest");
+    }
+    std::rotate(out.begin(), it, it + 1);
+    return out;
+}
+
 // Without --ctx a session gets the model's training context, capped: a
 // 128K-context model would otherwise reserve tens of GiB of KV cache.
 constexpr int64_t kDefaultMaxContext = 4096;
@@ -239,6 +256,12 @@ void Session::publish_pages() {
                      last ? last_logits() : std::span<const float>());
         page_keys_.push_back(KvPrefixCache::child_key(parent, page));
     }
+}
+
+void Session::use_backend(const std::string& name) {
+    scheduler_ = Scheduler(backends_preferring(runtime_, name), runtime_.strict());
+    placement_summary_.clear();  // logged again at the next step
+    spdlog::info("session: switching to backend {}", name);
 }
 
 void Session::shift_for(size_t n_new) {

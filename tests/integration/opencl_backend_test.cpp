@@ -5,6 +5,10 @@
 // the reason, when the plugin was not built or no OpenCL device is usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <span>
+
+#include "dwell/core/error.hpp"
 #include "dwell/core/model.hpp"
 #include "dwell/core/runtime.hpp"
 #include "dwell/core/session.hpp"
@@ -80,6 +84,45 @@ TEST_F(OpenClStories260K, AllLayersOnOpenClMatchLlamaCpp) {
 
 TEST_F(OpenClStories260K, LayersSplitBetweenOpenClAndCpuMatchLlamaCpp) {
     expect_reference("layers = [0, 1, 2]\n", "layers 0-2 [", true);
+}
+
+// cpu -> opencl -> cpu during one greedy generation: the same tokens as
+// staying on cpu, and each switch shows in the placement.
+TEST_F(OpenClStories260K, SwitchingBackendsMidGenerationKeepsTheTokens) {
+    RuntimeOptions o;
+    o.manifest = dir_.write("cpu-first.toml",
+                            "[device]\nname = \"switch test\"\n[[backend]]\nplugin = \"cpu\"\n"
+                            "[[backend]]\nplugin = \"opencl\"\n");
+    o.threads = 2;
+    Runtime rt(o);
+    REQUIRE_OPENCL(rt);
+    auto model = Model::load(rt, model_);
+    const std::vector<int32_t> prompt = model->tokenizer().encode("Once upon a time", true);
+    const auto argmax = [](std::span<const float> v) {
+        return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+    };
+    const auto generate = [&](Session& s, const std::vector<std::string>& plan) {
+        std::vector<int32_t> out;
+        int32_t next = argmax(s.decode(prompt));
+        for (const std::string& backend : plan) {
+            s.use_backend(backend);
+            for (int i = 0; i < 10; ++i) {
+                out.push_back(next);
+                next = argmax(s.decode(std::span<const int32_t>(&next, 1)));
+            }
+            // The preferred backend takes every node; the other none.
+            const std::string other = backend == "cpu" ? "opencl" : "cpu";
+            EXPECT_NE(s.placement_summary().find(other + "/" + other + "0: no nodes"),
+                      std::string::npos)
+                << s.placement_summary();
+        }
+        return out;
+    };
+    Session stay(rt, model, SessionOptions{});
+    Session hop(rt, model, SessionOptions{});
+    const std::vector<int32_t> on_cpu = generate(stay, {"cpu", "cpu", "cpu"});
+    EXPECT_EQ(generate(hop, {"cpu", "opencl", "cpu"}), on_cpu);
+    EXPECT_THROW(hop.use_backend("hexagon"), Error);
 }
 
 }  // namespace

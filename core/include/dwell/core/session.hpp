@@ -66,6 +66,14 @@ public:
     // Makes the running (or the next) decode() stop between two batches, and
     // generate() between two tokens, with DWELL_ERR_CANCELLED. The flag
     // stays set until clear_cancel().
+    // From the next step on, prefer backend `name` (a plugin name such as
+    // "opencl", or a label such as "opencl/opencl0") for every node it
+    // supports and the manifest allows it; the others follow in manifest
+    // order. The conversation continues: the KV pages stay where they are,
+    // since every backend so far computes on host memory. Throws naming the
+    // selected backends when `name` is not one of them.
+    void use_backend(const std::string& name);
+
     void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
     void clear_cancel() { cancelled_.store(false, std::memory_order_relaxed); }
     bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }

@@ -1,0 +1,604 @@
+// The backend conformance suite: every IR op the graph contract defines,
+// over each weight / cache dtype and a few representative shapes, run as a
+// one-node graph on every backend plugin this build has (through the
+// runtime, as the scheduler runs them) and compared with a reference
+// computed here in double precision from the contract in sdk/graph.h.
+//
+// A backend may decline a case in supports_op (the scheduler then falls
+// back); what it accepts must match within the op's tolerance. The cpu
+// backend, the reference implementation, must accept every case. A new
+// backend adds its plugin name to kBackends and runs this first.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "dwell/core/runtime.hpp"
+#include "dwell/quant.h"
+#include "op_test_graph.hpp"
+#include "test_paths.hpp"
+
+namespace dwell::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kBackends[] = {"cpu", "opencl"};
+
+// One case: builds its graph (one node, the last) and the expected output.
+struct Case {
+    std::string name;
+    // Fills g; returns the reference values of the node's output, row-major.
+    std::function<std::vector<double>(OpTestGraph& g)> build;
+    // |got - want| <= tol * max(1, max |want|).
+    double tol;
+    // How to read the output: F32 values, I32 values, or rows of its dtype
+    // decoded (CPY to a quantized type).
+    enum class Out { F32, I32, Decoded } out = Out::F32;
+};
+
+double max_abs(const std::vector<double>& v) {
+    double m = 0;
+    for (double x : v) m = std::max(m, std::fabs(x));
+    return m;
+}
+
+// ---------------------------------------------------------------------------
+// References
+
+std::vector<double> decode_rows(OpTestGraph& g, int id) {
+    const dwell_tensor& t = g.t(id);
+    std::vector<double> out;
+    for (int64_t r = 0; r < dwell_tensor_nrows(&t); ++r) {
+        const std::vector<double> row = ref_decode_row(t.dtype, g.row(id, r), t.ne[0]);
+        out.insert(out.end(), row.begin(), row.end());
+    }
+    return out;
+}
+
+std::vector<double> to_double(const std::vector<float>& v) {
+    return {v.begin(), v.end()};
+}
+
+// A value rounded to the cache dtype the way the contract stores it.
+std::vector<double> round_to_cache(dwell_dtype t, const std::vector<float>& row) {
+    std::vector<double> out(row.size());
+    if (t == DWELL_F32) return to_double(row);
+    if (t == DWELL_F16) {
+        for (size_t i = 0; i < row.size(); ++i) out[i] = ref_half(dwell_fp32_to_fp16(row[i]));
+        return out;
+    }
+    if (t == DWELL_FP8_E4M3) {
+        for (size_t i = 0; i < row.size(); ++i)
+            out[i] = dwell_fp8_e4m3_to_fp32(dwell_fp32_to_fp8_e4m3(row[i]));
+        return out;
+    }
+    // Q8_0: d = max|x| / 127 per block of 32 (stored as fp16), q = round(x / d).
+    for (size_t b = 0; b < row.size(); b += 32) {
+        double amax = 0;
+        for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(double(row[i])));
+        const double d = ref_half(dwell_fp32_to_fp16(static_cast<float>(amax / 127.0)));
+        const double id = amax > 0 ? 127.0 / amax : 0.0;
+        for (size_t i = b; i < b + 32; ++i) out[i] = d * std::nearbyint(row[i] * id);
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------------------
+// Cases
+
+std::vector<Case> all_cases() {
+    std::vector<Case> cases;
+    const dwell_dtype weight_types[] = {DWELL_F32,  DWELL_F16,  DWELL_BF16, DWELL_Q8_0, DWELL_Q4_0,
+                                        DWELL_Q4_1, DWELL_Q5_0, DWELL_Q5_1, DWELL_Q4_K, DWELL_Q5_K,
+                                        DWELL_Q6_K, DWELL_I4_G, DWELL_I6_G, DWELL_I8_C};
+    for (const dwell_dtype wt : weight_types) {
+        const std::string tn = dwell_dtype_name(wt);
+        cases.push_back({"get_rows_" + tn,
+                         [wt](OpTestGraph& g) {
+                             const int table = g.tensor(wt, {256, 9});
+                             g.set_raw_rows(table, random_weight_rows(wt, 256, 9, 3));
+                             const int ids = g.tensor(DWELL_I32, {4});
+                             g.set<int32_t>(ids, {8, 0, 3, 3});
+                             const int out = g.tensor(DWELL_F32, {256, 4});
+                             g.node(DWELL_OP_GET_ROWS, out, {table, ids});
+                             const std::vector<double> all = decode_rows(g, table);
+                             std::vector<double> want;
+                             for (int r : {8, 0, 3, 3})
+                                 want.insert(want.end(), all.begin() + r * 256,
+                                             all.begin() + (r + 1) * 256);
+                             return want;
+                         },
+                         1e-6});
+        for (const int64_t m : {1, 5}) {
+            // Quantized weights meet activations quantized to 8 bits on the
+            // cpu, hence the looser bound (relative to the largest output).
+            const bool exact = wt == DWELL_F32;
+            const double tol = exact ? 1e-5 : wt == DWELL_F16 || wt == DWELL_BF16 ? 4e-3 : 3e-2;
+            cases.push_back({"matmul_" + tn + "_m" + std::to_string(m),
+                             [wt, m](OpTestGraph& g) {
+                                 const int64_t k = 256, n = 24;
+                                 const int w = g.tensor(wt, {k, n});
+                                 g.set_raw_rows(w, random_weight_rows(wt, k, n, 5));
+                                 const int x = g.tensor(DWELL_F32, {k, m});
+                                 const std::vector<float> xv =
+                                     random_floats(static_cast<size_t>(k * m), 6);
+                                 g.set(x, xv);
+                                 const int out = g.tensor(DWELL_F32, {n, m});
+                                 g.node(DWELL_OP_MATMUL, out, {w, x});
+                                 const std::vector<double> wd = decode_rows(g, w);
+                                 std::vector<double> want(static_cast<size_t>(n * m));
+                                 for (int64_t r = 0; r < m; ++r)
+                                     for (int64_t c = 0; c < n; ++c) {
+                                         double s = 0;
+                                         for (int64_t i = 0; i < k; ++i)
+                                             s += wd[c * k + i] * xv[r * k + i];
+                                         want[r * n + c] = s;
+                                     }
+                                 return want;
+                             },
+                             tol});
+        }
+    }
+
+    for (const bool broadcast : {false, true}) {
+        for (const dwell_op op : {DWELL_OP_ADD, DWELL_OP_MUL}) {
+            cases.push_back({std::string(dwell_op_name(op)) + (broadcast ? "_row" : "_same"),
+                             [op, broadcast](OpTestGraph& g) {
+                                 const int a = g.tensor(DWELL_F32, {64, 6});
+                                 const int b = g.tensor(DWELL_F32, {64, broadcast ? 1 : 6});
+                                 const auto av = random_floats(64 * 6, 7);
+                                 const auto bv = random_floats(broadcast ? 64 : 64 * 6, 8);
+                                 g.set(a, av);
+                                 g.set(b, bv);
+                                 const int out = g.tensor(DWELL_F32, {64, 6});
+                                 g.node(op, out, {a, b});
+                                 std::vector<double> want(av.size());
+                                 for (size_t i = 0; i < av.size(); ++i) {
+                                     const double y = bv[broadcast ? i % 64 : i];
+                                     want[i] = op == DWELL_OP_ADD ? av[i] + y : double(av[i]) * y;
+                                 }
+                                 return want;
+                             },
+                             1e-6});
+        }
+    }
+    const auto unary = [&](const std::string& name, dwell_op op, float param,
+                           std::function<double(double)> f, double tol) {
+        cases.push_back({name,
+                         [=](OpTestGraph& g) {
+                             const int a = g.tensor(DWELL_F32, {64, 6});
+                             const auto av = random_floats(64 * 6, 9, -4, 4);
+                             g.set(a, av);
+                             const int out = g.tensor(DWELL_F32, {64, 6});
+                             g.node(op, out, {a}, {}, {param});
+                             std::vector<double> want(av.size());
+                             for (size_t i = 0; i < av.size(); ++i) want[i] = f(av[i]);
+                             return want;
+                         },
+                         tol});
+    };
+    unary(
+        "scale", DWELL_OP_SCALE, 0.37f, [](double x) { return x * double(0.37f); }, 1e-6);
+    unary(
+        "silu", DWELL_OP_SILU, 0, [](double x) { return x / (1 + std::exp(-x)); }, 1e-5);
+    unary(
+        "gelu", DWELL_OP_GELU, 0,
+        [](double x) {
+            return 0.5 * x * (1 + std::tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+        },
+        1e-4);
+    cases.push_back(
+        {"swiglu",
+         [](OpTestGraph& g) {
+             const int a = g.tensor(DWELL_F32, {64, 6}), b = g.tensor(DWELL_F32, {64, 6});
+             const auto av = random_floats(64 * 6, 10, -4, 4);
+             const auto bv = random_floats(64 * 6, 11);
+             g.set(a, av);
+             g.set(b, bv);
+             const int out = g.tensor(DWELL_F32, {64, 6});
+             g.node(DWELL_OP_SWIGLU, out, {a, b});
+             std::vector<double> want(av.size());
+             for (size_t i = 0; i < av.size(); ++i)
+                 want[i] = av[i] / (1 + std::exp(-double(av[i]))) * bv[i];
+             return want;
+         },
+         1e-5});
+    for (const dwell_op op : {DWELL_OP_RMS_NORM, DWELL_OP_LAYER_NORM, DWELL_OP_SOFTMAX}) {
+        cases.push_back({dwell_op_name(op),
+                         [op](OpTestGraph& g) {
+                             const int64_t n = 96, rows = 5;
+                             const int a = g.tensor(DWELL_F32, {n, rows});
+                             const auto av =
+                                 random_floats(static_cast<size_t>(n * rows), 12, -3, 3);
+                             g.set(a, av);
+                             const int out = g.tensor(DWELL_F32, {n, rows});
+                             g.node(op, out, {a}, {}, {1e-5f});
+                             std::vector<double> want(av.size());
+                             for (int64_t r = 0; r < rows; ++r) {
+                                 const float* x = av.data() + r * n;
+                                 double mean = 0, sq = 0, mx = -1e300;
+                                 for (int64_t i = 0; i < n; ++i) {
+                                     mean += x[i] / double(n);
+                                     sq += double(x[i]) * x[i] / double(n);
+                                     mx = std::max(mx, double(x[i]));
+                                 }
+                                 double sum = 0;
+                                 for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - mx);
+                                 for (int64_t i = 0; i < n; ++i) {
+                                     double v;
+                                     if (op == DWELL_OP_RMS_NORM) {
+                                         v = x[i] / std::sqrt(sq + 1e-5);
+                                     } else if (op == DWELL_OP_LAYER_NORM) {
+                                         v = (x[i] - mean) / std::sqrt(sq - mean * mean + 1e-5);
+                                     } else {
+                                         v = std::exp(x[i] - mx) / sum;
+                                     }
+                                     want[static_cast<size_t>(r * n + i)] = v;
+                                 }
+                             }
+                             return want;
+                         },
+                         1e-5});
+    }
+    for (const int mode : {DWELL_ROPE_NORM, DWELL_ROPE_NEOX}) {
+        for (const int n_rot : {32, 16}) {
+            cases.push_back(
+                {std::string("rope_") + (mode == DWELL_ROPE_NEOX ? "neox" : "norm") + "_rot" +
+                     std::to_string(n_rot),
+                 [mode, n_rot](OpTestGraph& g) {
+                     const int64_t hd = 32, nh = 4, T = 3;
+                     const int x = g.tensor(DWELL_F32, {hd, nh, T});
+                     const auto xv = random_floats(static_cast<size_t>(hd * nh * T), 13);
+                     g.set(x, xv);
+                     const int pos = g.tensor(DWELL_I32, {T});
+                     const std::vector<int32_t> pv = {0, 7, 130};
+                     g.set<int32_t>(pos, pv);
+                     const int out = g.tensor(DWELL_F32, {hd, nh, T});
+                     g.node(DWELL_OP_ROPE, out, {x, pos}, {mode, n_rot}, {10000.0f, 1.0f});
+                     std::vector<double> want = to_double(xv);
+                     for (int64_t t = 0; t < T; ++t)
+                         for (int64_t h = 0; h < nh; ++h) {
+                             const int64_t o = (t * nh + h) * hd;
+                             for (int i = 0; i < n_rot / 2; ++i) {
+                                 const double theta = pv[static_cast<size_t>(t)] *
+                                                      std::pow(10000.0, -2.0 * i / n_rot);
+                                 const int64_t a = mode == DWELL_ROPE_NEOX ? i : 2 * i;
+                                 const int64_t b =
+                                     mode == DWELL_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
+                                 const double x0 = xv[o + a], x1 = xv[o + b];
+                                 want[o + a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+                                 want[o + b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+                             }
+                         }
+                     return want;
+                 },
+                 // theta up to 130 rad in float: the angle itself rounds.
+                 2e-4});
+        }
+    }
+
+    // ATTENTION: hd 32, 4 query heads over 2 KV heads, 3 new tokens at
+    // positions 2..4 after two cached ones; contiguous and paged caches.
+    const dwell_dtype cache_types[] = {DWELL_F32, DWELL_F16, DWELL_Q8_0, DWELL_FP8_E4M3};
+    for (const dwell_dtype ct : cache_types) {
+        for (const bool paged : {false, true}) {
+            const double tol = ct == DWELL_F32 ? 1e-5 : ct == DWELL_F16 ? 3e-3 : 3e-2;
+            cases.push_back(
+                {std::string("attention_") + dwell_dtype_name(ct) + (paged ? "_paged" : ""),
+                 [ct, paged](OpTestGraph& g) {
+                     const int64_t hd = 32, nh = 4, nkv = 2, T = 3, width = hd * nkv, ctx = 8;
+                     const float scale = 1.0f / std::sqrt(float(hd));
+                     const int q = g.tensor(DWELL_F32, {hd, nh, T});
+                     const int k = g.tensor(DWELL_F32, {hd, nkv, T});
+                     const int v = g.tensor(DWELL_F32, {hd, nkv, T});
+                     const auto qv = random_floats(static_cast<size_t>(hd * nh * T), 14);
+                     const auto kv = random_floats(static_cast<size_t>(width * T), 15);
+                     const auto vv = random_floats(static_cast<size_t>(width * T), 16);
+                     g.set(q, qv);
+                     g.set(k, kv);
+                     g.set(v, vv);
+                     // Two positions already cached (their rows written through
+                     // the cache dtype's rounding), then the new tokens.
+                     const auto old_k = random_floats(static_cast<size_t>(width * 2), 17);
+                     const auto old_v = random_floats(static_cast<size_t>(width * 2), 18);
+                     std::vector<std::vector<double>> kr, vr;  // reference rows by position
+                     const auto row_of = [&](const std::vector<float>& src, int64_t r) {
+                         return std::vector<float>(src.begin() + r * width,
+                                                   src.begin() + (r + 1) * width);
+                     };
+                     for (int64_t r = 0; r < 2; ++r) {
+                         kr.push_back(round_to_cache(ct, row_of(old_k, r)));
+                         vr.push_back(round_to_cache(ct, row_of(old_v, r)));
+                     }
+                     for (int64_t t = 0; t < T; ++t) {
+                         kr.push_back(round_to_cache(ct, row_of(kv, t)));
+                         vr.push_back(round_to_cache(ct, row_of(vv, t)));
+                     }
+                     // Cache rows 0-1 hold the old keys, in the cache dtype's
+                     // layout, written by a CPY-free path: the SDK's encoders.
+                     const auto encode = [&](const std::vector<float>& x, uint8_t* dst) {
+                         if (ct == DWELL_F32) {
+                             std::memcpy(dst, x.data(), x.size() * 4);
+                         } else if (ct == DWELL_F16) {
+                             for (size_t i = 0; i < x.size(); ++i) {
+                                 const uint16_t h = dwell_fp32_to_fp16(x[i]);
+                                 std::memcpy(dst + 2 * i, &h, 2);
+                             }
+                         } else if (ct == DWELL_FP8_E4M3) {
+                             for (size_t i = 0; i < x.size(); ++i)
+                                 dst[i] = dwell_fp32_to_fp8_e4m3(x[i]);
+                         } else {
+                             for (size_t b = 0; b < x.size(); b += 32) {
+                                 double amax = 0;
+                                 for (size_t i = b; i < b + 32; ++i)
+                                     amax = std::max(amax, std::fabs(double(x[i])));
+                                 const uint16_t d =
+                                     dwell_fp32_to_fp16(static_cast<float>(amax / 127.0));
+                                 uint8_t* blk = dst + (b / 32) * 34;
+                                 std::memcpy(blk, &d, 2);
+                                 const double id = amax > 0 ? 127.0 / amax : 0.0;
+                                 for (size_t i = b; i < b + 32; ++i)
+                                     blk[2 + i - b] = static_cast<uint8_t>(
+                                         static_cast<int8_t>(std::nearbyint(x[i] * id)));
+                             }
+                         }
+                     };
+                     int kc, vc;
+                     if (!paged) {
+                         kc = g.tensor(ct, {width, ctx});
+                         vc = g.tensor(ct, {width, ctx});
+                         for (int64_t r = 0; r < 2; ++r) {
+                             encode(row_of(old_k, r), g.row(kc, r));
+                             encode(row_of(old_v, r), g.row(vc, r));
+                         }
+                     } else {
+                         // Pages of 2 rows; 6 pages, used out of order.
+                         const int64_t rpp = 2;
+                         kc = g.tensor(ct, {width, rpp, 6});
+                         vc = g.tensor(DWELL_I32, {2, 3});
+                         const std::vector<int32_t> table = {4, 1, 0, 5, 3, 2};
+                         g.set<int32_t>(vc, table);
+                         for (int64_t r = 0; r < 2; ++r) {
+                             encode(row_of(old_k, r), g.row(kc, table[0] * rpp + r));
+                             encode(row_of(old_v, r), g.row(kc, table[1] * rpp + r));
+                         }
+                     }
+                     const int pos = g.tensor(DWELL_I32, {T});
+                     g.set<int32_t>(pos, {2, 3, 4});
+                     const int out = g.tensor(DWELL_F32, {hd, nh, T});
+                     g.node(DWELL_OP_ATTENTION, out, {q, k, v, kc, vc, pos}, {}, {scale});
+                     std::vector<double> want(static_cast<size_t>(hd * nh * T));
+                     for (int64_t t = 0; t < T; ++t)
+                         for (int64_t h = 0; h < nh; ++h) {
+                             const int64_t gk = h / (nh / nkv);
+                             const int64_t n_keys = 2 + t + 1;
+                             std::vector<double> s(static_cast<size_t>(n_keys));
+                             double mx = -1e300;
+                             for (int64_t j = 0; j < n_keys; ++j) {
+                                 double d = 0;
+                                 for (int64_t i = 0; i < hd; ++i)
+                                     d += qv[(t * nh + h) * hd + i] * kr[j][gk * hd + i];
+                                 s[j] = d * scale;
+                                 mx = std::max(mx, s[j]);
+                             }
+                             double sum = 0;
+                             for (double& x : s) sum += (x = std::exp(x - mx));
+                             for (int64_t i = 0; i < hd; ++i) {
+                                 double o = 0;
+                                 for (int64_t j = 0; j < n_keys; ++j)
+                                     o += s[j] / sum * vr[j][gk * hd + i];
+                                 want[(t * nh + h) * hd + i] = o;
+                             }
+                         }
+                     return want;
+                 },
+                 tol});
+        }
+    }
+    // CPY: conversion to f16 and quantization to q8_0 (read back decoded).
+    for (const dwell_dtype to : {DWELL_F32, DWELL_F16, DWELL_Q8_0}) {
+        cases.push_back(
+            {std::string("cpy_to_") + dwell_dtype_name(to),
+             [to](OpTestGraph& g) {
+                 const int a = g.tensor(DWELL_F32, {64, 3});
+                 const auto av = random_floats(64 * 3, 19);
+                 g.set(a, av);
+                 const int out = g.tensor(to, {64, 3});
+                 g.node(DWELL_OP_CPY, out, {a}, {static_cast<int32_t>(to)});
+                 std::vector<double> want;
+                 for (int r = 0; r < 3; ++r) {
+                     const auto row = round_to_cache(
+                         to, std::vector<float>(av.begin() + r * 64, av.begin() + (r + 1) * 64));
+                     want.insert(want.end(), row.begin(), row.end());
+                 }
+                 return want;
+             },
+             1e-6, Case::Out::Decoded});
+    }
+    // TOPK (indices of the 3 largest, largest first) and GATHER.
+    cases.push_back({"topk",
+                     [](OpTestGraph& g) {
+                         const int a = g.tensor(DWELL_F32, {16, 4});
+                         const auto av = random_floats(16 * 4, 20);
+                         g.set(a, av);
+                         const int out = g.tensor(DWELL_I32, {3, 4});
+                         g.node(DWELL_OP_TOPK, out, {a}, {3});
+                         std::vector<double> want;
+                         for (int r = 0; r < 4; ++r) {
+                             std::vector<int> idx(16);
+                             std::iota(idx.begin(), idx.end(), 0);
+                             std::stable_sort(idx.begin(), idx.end(), [&](int x, int y) {
+                                 return av[r * 16 + x] > av[r * 16 + y];
+                             });
+                             for (int i = 0; i < 3; ++i) want.push_back(idx[i]);
+                         }
+                         return want;
+                     },
+                     0, Case::Out::I32});
+    cases.push_back({"gather",
+                     [](OpTestGraph& g) {
+                         const int a = g.tensor(DWELL_F32, {16, 4});
+                         const auto av = random_floats(16 * 4, 21);
+                         g.set(a, av);
+                         const int ids = g.tensor(DWELL_I32, {2, 4});
+                         const std::vector<int32_t> iv = {3, 0, 15, 15, 7, 1, 2, 9};
+                         g.set<int32_t>(ids, iv);
+                         const int out = g.tensor(DWELL_F32, {2, 4});
+                         g.node(DWELL_OP_GATHER, out, {a, ids});
+                         std::vector<double> want;
+                         for (int r = 0; r < 4; ++r)
+                             for (int i = 0; i < 2; ++i) want.push_back(av[r * 16 + iv[r * 2 + i]]);
+                         return want;
+                     },
+                     0});
+    // EXPERT_MATMUL (4 experts, 2 chosen per token) and MOE_COMBINE.
+    for (const dwell_dtype wt : {DWELL_F32, DWELL_Q8_0, DWELL_Q4_0}) {
+        cases.push_back({std::string("expert_matmul_") + dwell_dtype_name(wt),
+                         [wt](OpTestGraph& g) {
+                             const int64_t k = 64, n = 8, e = 4, T = 3;
+                             const int w = g.tensor(wt, {k, n, e});
+                             g.set_raw_rows(w, random_weight_rows(wt, k, n * e, 22));
+                             const int x = g.tensor(DWELL_F32, {k, T});
+                             const auto xv = random_floats(static_cast<size_t>(k * T), 23);
+                             g.set(x, xv);
+                             const int ids = g.tensor(DWELL_I32, {2, T});
+                             const std::vector<int32_t> iv = {3, 0, 1, 1, 2, 3};
+                             g.set<int32_t>(ids, iv);
+                             const int out = g.tensor(DWELL_F32, {n, 2, T});
+                             g.node(DWELL_OP_EXPERT_MATMUL, out, {w, x, ids});
+                             const std::vector<double> wd = decode_rows(g, w);
+                             std::vector<double> want;
+                             for (int64_t t = 0; t < T; ++t)
+                                 for (int i = 0; i < 2; ++i)
+                                     for (int64_t c = 0; c < n; ++c) {
+                                         double s = 0;
+                                         const int64_t ex = iv[t * 2 + i];
+                                         for (int64_t j = 0; j < k; ++j)
+                                             s += wd[(ex * n + c) * k + j] * xv[t * k + j];
+                                         want.push_back(s);
+                                     }
+                             return want;
+                         },
+                         wt == DWELL_F32 ? 1e-5 : 3e-2});
+    }
+    cases.push_back({"moe_combine",
+                     [](OpTestGraph& g) {
+                         const int y = g.tensor(DWELL_F32, {8, 2, 3});
+                         const auto yv = random_floats(8 * 2 * 3, 24);
+                         g.set(y, yv);
+                         const int w = g.tensor(DWELL_F32, {2, 3});
+                         const auto wv = random_floats(2 * 3, 25, 0, 1);
+                         g.set(w, wv);
+                         const int out = g.tensor(DWELL_F32, {8, 3});
+                         g.node(DWELL_OP_MOE_COMBINE, out, {y, w});
+                         std::vector<double> want;
+                         for (int t = 0; t < 3; ++t)
+                             for (int c = 0; c < 8; ++c)
+                                 want.push_back(double(wv[t * 2]) * yv[(t * 2) * 8 + c] +
+                                                double(wv[t * 2 + 1]) * yv[(t * 2 + 1) * 8 + c]);
+                         return want;
+                     },
+                     1e-6});
+    return cases;
+}
+
+// ---------------------------------------------------------------------------
+
+struct Param {
+    std::string backend;
+    size_t case_index;
+};
+
+void PrintTo(const Param& p, std::ostream* os) {
+    *os << p.backend << " case " << p.case_index;
+}
+
+class Conformance : public ::testing::TestWithParam<Param> {
+protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() / ("dwell-conformance-" + std::to_string(::getpid()));
+        fs::create_directories(dir_);
+        const fs::path manifest = dir_ / (GetParam().backend + ".toml");
+        {
+            std::ofstream m(manifest);
+            m << "[device]\nname = \"conformance\"\n[[backend]]\nplugin = \"" << GetParam().backend
+              << "\"\n";
+            if (GetParam().backend == "cpu") m << "options = { threads = \"2\" }\n";
+        }
+        RuntimeOptions o;
+        o.manifest = manifest;
+        o.require_backend = false;
+        runtime_ = std::make_unique<Runtime>(o);
+        if (runtime_->backends().empty()) {
+            std::string why = "not found";
+            for (const auto& c : runtime_->backend_choices()) why = c.reason;
+            GTEST_SKIP() << GetParam().backend << " backend unavailable: " << why;
+        }
+    }
+    void TearDown() override {
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+    }
+
+    fs::path dir_;
+    std::unique_ptr<Runtime> runtime_;
+};
+
+TEST_P(Conformance, MatchesTheReference) {
+    static const std::vector<Case> cases = all_cases();
+    const Case& c = cases[GetParam().case_index];
+    const Backend& be = *runtime_->backends().front();
+    OpTestGraph g;
+    const std::vector<double> want = c.build(g);
+    const dwell_graph cg = g.graph();
+    const int32_t node = cg.n_nodes - 1;
+    if (!be.api().supports_op(be.context(), &cg, node)) {
+        // The reference backend must take everything; others may decline.
+        ASSERT_NE(GetParam().backend, "cpu") << c.name << " declined: " << be.last_error();
+        GTEST_SKIP() << GetParam().backend << " declines " << c.name << ": " << be.last_error();
+    }
+    ASSERT_EQ(be.api().graph_compute(be.context(), &cg, &node, 1), DWELL_OK) << be.last_error();
+    const int out = dwell_graph_node(&cg, node)->output;
+    std::vector<double> got;
+    if (c.out == Case::Out::F32) got = to_double(g.f32(out));
+    if (c.out == Case::Out::Decoded) got = decode_rows(g, out);
+    if (c.out == Case::Out::I32) {
+        for (int32_t v : g.i32(out)) got.push_back(v);
+    }
+    ASSERT_EQ(got.size(), want.size());
+    const double bound = c.tol * std::max(1.0, max_abs(want));
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double e = std::fabs(got[i] - want[i]);
+        if (!(e <= bound)) ++bad;
+        worst = std::max(worst, e);
+    }
+    EXPECT_EQ(bad, 0u) << c.name << " on " << GetParam().backend << ": worst error " << worst
+                       << " > " << bound;
+}
+
+std::vector<Param> params() {
+    std::vector<Param> p;
+    const size_t n = all_cases().size();
+    for (const char* b : kBackends)
+        for (size_t i = 0; i < n; ++i) p.push_back({b, i});
+    return p;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, Conformance, ::testing::ValuesIn(params()),
+                         [](const ::testing::TestParamInfo<Param>& info) {
+                             return info.param.backend + "_" +
+                                    all_cases()[info.param.case_index].name;
+                         });
+
+}  // namespace
+}  // namespace dwell::test
