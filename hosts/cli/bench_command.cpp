@@ -89,6 +89,37 @@ struct Repetition {
     double decode_seconds = 0;
 };
 
+// Device time per op kind from every backend that keeps it (ABI 1.2
+// op_times); `reset` starts the backends' counts over.
+nlohmann::json backend_profile(const Runtime& runtime, bool reset) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& b : runtime.backends()) {
+        const dwell_backend_plugin& api = b->api();
+        if (!DWELL_HAS_FIELD(&api, dwell_backend_plugin, op_times) || api.op_times == nullptr) {
+            out[b->label()] = "no per-op times";
+            continue;
+        }
+        std::lock_guard lock(b->mutex());
+        std::vector<dwell_op_time> times(DWELL_OP_COUNT);
+        size_t n = times.size();
+        if (api.op_times(b->context(), times.data(), &n, reset ? 1 : 0) != DWELL_OK) continue;
+        times.resize(std::min(n, times.size()));
+        std::sort(times.begin(), times.end(), [](const dwell_op_time& a, const dwell_op_time& c) {
+            return a.seconds > c.seconds;
+        });
+        nlohmann::json ops = nlohmann::json::array();
+        for (const dwell_op_time& t : times) {
+            nlohmann::json o = nlohmann::json::object();
+            o["op"] = dwell_op_name(t.op);
+            o["count"] = t.count;
+            o["ms"] = 1e3 * t.seconds;
+            ops.push_back(std::move(o));
+        }
+        out[b->label()] = ops;
+    }
+    return out;
+}
+
 // The weight residency and, when streamed, what the timed decodes cost in
 // reads: per token, and how much of the reader's time hid behind compute.
 nlohmann::json weights_json(const Runtime& runtime, const WeightStreamer* streamer,
@@ -132,6 +163,7 @@ int bench_command(const std::vector<std::string>& args) {
     std::string model_path, kv_type;
     int32_t n_prompt = 128, n_gen = 64, reps = 5, n_ctx = 0, depth = 0;
     bool json = false;
+    bool profile = false;
     po::options_description desc("dwell bench");
     // clang-format off
     desc.add_options()
@@ -142,7 +174,8 @@ int bench_command(const std::vector<std::string>& args) {
         ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
         ("depth,d", po::value(&depth)->default_value(0), "tokens already in the context when prefill and decode are timed")
         ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32 (default: the manifest's [kv] dtype)")
-        ("json", po::bool_switch(&json), "print one JSON object instead of a table");
+        ("json", po::bool_switch(&json), "print one JSON object instead of a table")
+        ("profile", po::bool_switch(&profile), "device time per op kind over the timed repetitions, from backends that measure it (OpenCL profiling events)");
     // clang-format on
     add_runtime_options(desc, common);
     po::variables_map vm;
@@ -210,6 +243,7 @@ int bench_command(const std::vector<std::string>& args) {
         int64_t done = 0;
         for (int32_t rep = 0; rep <= reps; ++rep) {
             std::unique_ptr<Session> session = base.fork();
+            if (rep == 1 && profile) backend_profile(runtime, true);  // after the warm-up
             Repetition r;
             auto t0 = Clock::now();
             const std::span<const float> logits = session->decode(prompt);
@@ -255,7 +289,7 @@ int bench_command(const std::vector<std::string>& args) {
         auto stats = [](const Spread& s) {
             return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}};
         };
-        const nlohmann::json j = {
+        nlohmann::json j = {
             {"model", model->path().string()},
             {"architecture", model->architecture()},
             {"model_bytes", model_bytes},
@@ -277,6 +311,7 @@ int bench_command(const std::vector<std::string>& args) {
             {"peak_rss_bytes", peak_rss},
             {"weights", weights_json(runtime, streamer, decode_io, int64_t{reps} * n_gen)},
         };
+        if (profile) j["profile"] = backend_profile(runtime, false);
         std::cout << j.dump() << "\n";
         return 0;
     }
@@ -295,6 +330,25 @@ int bench_command(const std::vector<std::string>& args) {
     std::printf("%-18s %10.2f %10.2f %10.2f\n", tg_name.c_str(), tg_s.median, tg_s.min, tg_s.max);
     std::printf("%-18s %10.2f %10.2f %10.2f\n", "TTFT ms", ttft_s.median, ttft_s.min, ttft_s.max);
     std::printf("peak RSS %s\n", format_bytes(peak_rss).c_str());
+    if (profile) {
+        const nlohmann::json prof = backend_profile(runtime, false);
+        for (const auto& [backend, ops] : prof.items()) {
+            if (!ops.is_array()) {
+                std::printf("profile  %s: %s\n", backend.c_str(), ops.get<std::string>().c_str());
+                continue;
+            }
+            double total = 0;
+            for (const auto& o : ops) total += o["ms"].get<double>();
+            std::printf("profile  %s, %d repetitions (device time per op kind):\n", backend.c_str(),
+                        reps);
+            for (const auto& o : ops) {
+                std::printf(
+                    "  %-14s %8llu nodes %10.2f ms %5.1f%%\n", o["op"].get<std::string>().c_str(),
+                    static_cast<unsigned long long>(o["count"].get<uint64_t>()),
+                    o["ms"].get<double>(), total > 0 ? 100.0 * o["ms"].get<double>() / total : 0.0);
+            }
+        }
+    }
     if (streamer) {
         const nlohmann::json w = weights_json(runtime, streamer, decode_io, int64_t{reps} * n_gen);
         std::printf("weights  %s\n", streamer->describe().c_str());

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <span>
 
 #include "dwell/core/error.hpp"
@@ -17,6 +18,8 @@
 
 namespace dwell::test {
 namespace {
+
+namespace fs = std::filesystem;
 
 RuntimeOptions opencl_first(const TempDir& dir, const std::string& opencl_layers) {
     RuntimeOptions o;
@@ -123,6 +126,28 @@ TEST_F(OpenClStories260K, SwitchingBackendsMidGenerationKeepsTheTokens) {
     const std::vector<int32_t> on_cpu = generate(stay, {"cpu", "cpu", "cpu"});
     EXPECT_EQ(generate(hop, {"cpu", "opencl", "cpu"}), on_cpu);
     EXPECT_THROW(hop.use_backend("hexagon"), Error);
+}
+
+// `dwell bench --profile` reports the opencl device's time per op kind.
+TEST_F(OpenClStories260K, BenchProfileReportsDeviceTimePerOp) {
+    Runtime rt(opencl_first(dir_, ""));
+    REQUIRE_OPENCL(rt);
+    const fs::path manifest = dir_.path() / "ocl0.toml";
+    const CommandResult r =
+        run_dwell({"bench", "-m", model_.string(), "--manifest", manifest.string(), "-p", "8", "-n",
+                   "4", "-r", "1", "--profile", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const auto& ops = j.at("profile").at("opencl/opencl0");
+    ASSERT_TRUE(ops.is_array());
+    bool matmul = false;
+    for (const auto& o : ops) {
+        EXPECT_GT(o.at("count").get<uint64_t>(), 0u);
+        EXPECT_GE(o.at("ms").get<double>(), 0.0);
+        matmul |= o.at("op") == "matmul";
+    }
+    EXPECT_TRUE(matmul) << ops.dump();
+    EXPECT_EQ(j.at("profile").at("cpu/cpu0"), "no per-op times");
 }
 
 }  // namespace

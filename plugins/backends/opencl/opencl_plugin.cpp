@@ -39,6 +39,8 @@ struct dwell_backend_context {
     std::map<std::string, cl_kernel> kernels;
     std::string last_error;
     std::string device_name;
+    // Device time per op kind, from profiling events.
+    std::map<dwell_op, std::pair<uint64_t, double>> times;
 
     dwell_backend_context() = default;
     dwell_backend_context(const dwell_backend_context&) = delete;
@@ -328,6 +330,7 @@ class NodeRun {
 public:
     NodeRun(dwell_backend_context& c, const dwell_graph* g) : c_(c), g_(g) {}
     ~NodeRun() {
+        for (cl_event e : events_) c_.cl->ReleaseEvent(e);
         for (auto& [key, b] : bufs_) c_.cl->ReleaseMemObject(b.mem);
     }
     NodeRun(const NodeRun&) = delete;
@@ -373,9 +376,11 @@ public:
         for (size_t g : global) {
             if (g == 0) return;  // nothing to do
         }
+        cl_event done = nullptr;
         const cl_int err =
             c_.cl->EnqueueNDRangeKernel(c_.queue, it->second, static_cast<cl_uint>(global.size()),
-                                        nullptr, global.data(), nullptr, 0, nullptr, nullptr);
+                                        nullptr, global.data(), nullptr, 0, nullptr, &done);
+        if (done != nullptr) events_.push_back(done);
         if (err != CL_SUCCESS) {
             throw std::runtime_error(std::string("running ") + kernel + ": " + cl_error_name(err));
         }
@@ -396,6 +401,24 @@ public:
         if (err != CL_SUCCESS) throw std::runtime_error("finishing: " + cl_error_name(err));
     }
 
+    // Adds the kernels' device time to the context's times for `op`.
+    void account(dwell_op op) {
+        double seconds = 0;
+        for (cl_event e : events_) {
+            cl_ulong start = 0, end = 0;
+            if (c_.cl->GetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof start, &start,
+                                             nullptr) == CL_SUCCESS &&
+                c_.cl->GetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof end, &end,
+                                             nullptr) == CL_SUCCESS &&
+                end >= start) {
+                seconds += static_cast<double>(end - start) * 1e-9;
+            }
+        }
+        auto& [count, total] = c_.times[op];
+        count += 1;
+        total += seconds;
+    }
+
 private:
     template <typename T>
     void set(cl_kernel k, cl_uint i, const T& v) {
@@ -413,6 +436,7 @@ private:
     dwell_backend_context& c_;
     const dwell_graph* g_;
     std::map<const void*, Buf> bufs_;
+    std::vector<cl_event> events_;
 };
 
 void run_node(dwell_backend_context& c, const dwell_graph* g, int32_t id) {
@@ -533,6 +557,7 @@ void run_node(dwell_backend_context& c, const dwell_graph* g, int32_t id) {
             throw std::runtime_error(std::string("no kernel for ") + dwell_op_name(n.op));
     }
     r.sync();
+    r.account(n.op);
 }
 
 // ---------------------------------------------------------------------------
@@ -597,7 +622,7 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
         return fail_plugin(DWELL_ERR_UNAVAILABLE,
                            d.description + ": creating a context failed: " + cl_error_name(err));
     }
-    c->queue = p.cl->CreateCommandQueue(c->context, d.id, 0, &err);
+    c->queue = p.cl->CreateCommandQueue(c->context, d.id, CL_QUEUE_PROFILING_ENABLE, &err);
     if (err != CL_SUCCESS) {
         return fail_plugin(DWELL_ERR_UNAVAILABLE,
                            d.description + ": creating a queue failed: " + cl_error_name(err));
@@ -652,6 +677,20 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
     return DWELL_OK;
 }
 
+dwell_status op_times(dwell_backend_context* c, dwell_op_time* out, size_t* n, int32_t reset) {
+    if (c == nullptr || n == nullptr || (*n > 0 && out == nullptr)) {
+        return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "op_times: null argument");
+    }
+    size_t i = 0;
+    for (const auto& [op, t] : c->times) {
+        if (i < *n) out[i] = dwell_op_time{op, 0, t.first, t.second};
+        ++i;
+    }
+    *n = i;
+    if (reset) c->times.clear();
+    return DWELL_OK;
+}
+
 dwell_backend_plugin make_vtable() {
     dwell_backend_plugin v{};
     v.struct_size = sizeof v;
@@ -663,6 +702,7 @@ dwell_backend_plugin make_vtable() {
     v.context_last_error = context_last_error;
     v.supports_op = supports_op;
     v.graph_compute = graph_compute;
+    v.op_times = op_times;
     return v;
 }
 

@@ -68,6 +68,14 @@ typedef struct dwell_option {
 
 typedef struct dwell_backend_context dwell_backend_context; /* opaque, plugin-owned */
 
+/* Time a backend spent on one op kind (ABI 1.2, see op_times). */
+typedef struct dwell_op_time {
+    dwell_op op;
+    uint32_t reserved;
+    uint64_t count; /* kernels or nodes run */
+    double seconds; /* device time */
+} dwell_op_time;
+
 typedef struct dwell_backend_plugin {
     uint32_t struct_size;
     void* self; /* plugin-wide state, passed back to the probe calls */
@@ -99,6 +107,14 @@ typedef struct dwell_backend_plugin {
      * e.g. weights repacked for its kernels. Called under the same
      * one-thread-per-context rule as graph_compute. */
     void (*release_weights)(dwell_backend_context* ctx, const void* data, size_t bytes);
+
+    /* ABI 1.2, optional (NULL or absent: the backend keeps no times). Device
+     * time per op kind since the context was created or last reset (e.g.
+     * from OpenCL profiling events): writes up to *n entries to `out`, sets
+     * *n to the number of op kinds it has, and with `reset` starts over.
+     * Same one-thread-per-context rule as graph_compute. */
+    dwell_status (*op_times)(dwell_backend_context* ctx, struct dwell_op_time* out, size_t* n,
+                             int32_t reset);
 } dwell_backend_plugin;
 
 #ifdef __cplusplus
