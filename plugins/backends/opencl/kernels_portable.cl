@@ -9,10 +9,40 @@
 #define DT_F16 1
 #define DT_Q8_0 3
 #define DT_Q4_0 4
+#define DT_FP8 8
+
+// OCP FP8 E4M3FN: bias 7, 3 mantissa bits, no infinities, 0x7f the NaN.
+float fp8_to_f32(uchar v) {
+    const uint sign = (uint)(v & 0x80) << 24;
+    const uint mag = v & 0x7f;
+    if (mag == 0x7f) return as_float(sign | 0x7fc00000u);
+    if (mag >= 8) return as_float(sign | ((mag + ((127u - 7u) << 3)) << 20));
+    const float f = (float)mag * (1.0f / 512.0f);
+    return sign ? -f : f;
+}
+
+// Round to nearest even, saturating at 448 (as the host's encoder).
+uchar f32_to_fp8(float f) {
+    const uint x = as_uint(f);
+    const uchar sign = (uchar)((x >> 24) & 0x80);
+    const uint a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) return sign | 0x7f;
+    if (a >= 0x43e00000u) return sign | 0x7e;
+    if (a < 0x3c800000u) {
+        const float s = as_float(a) * 512.0f;
+        uint m = (uint)s;
+        const float rest = s - (float)m;
+        if (rest > 0.5f || (rest == 0.5f && (m & 1u))) ++m;
+        return sign | (uchar)m;
+    }
+    const uint r = a + 0x7ffffu + ((a >> 20) & 1u);
+    return sign | (uchar)((r >> 20) - ((127u - 7u) << 3));
+}
 
 // Element j of a row of `dtype` starting at `row`.
 float load_elem(__global const uchar* row, int dtype, int j) {
     if (dtype == DT_F32) return ((__global const float*)row)[j];
+    if (dtype == DT_FP8) return fp8_to_f32(row[j]);
     if (dtype == DT_F16) return vload_half(j, (__global const half*)row);
     if (dtype == DT_Q8_0) {
         __global const uchar* b = row + (j / 32) * 34;
@@ -153,21 +183,44 @@ __global uchar* cache_row(__global uchar* kc, __global uchar* vc, __global const
     return kc + (ulong)page * page_bytes + (ulong)(r % rows_per_page) * row_bytes;
 }
 
-// Stores k/v of token t into cache row pos[t]. Global (hd * n_kv, T).
+// One value in a row of dtype F32, F16 or FP8.
+void store_elem(__global uchar* row, int dtype, int i, float x) {
+    if (dtype == DT_F16) {
+        vstore_half_rte(x, i, (__global half*)row);
+    } else if (dtype == DT_FP8) {
+        row[i] = f32_to_fp8(x);
+    } else {
+        ((__global float*)row)[i] = x;
+    }
+}
+
+// Block b of a Q8_0 row from 32 values: d = max|x| / 127, q = round(x / d).
+void store_q8_0_block(__global uchar* row, int b, __global const float* x) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = fmax(amax, fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    __global uchar* blk = row + b * 34;
+    vstore_half_rte(d, 0, (__global half*)blk);
+    for (int i = 0; i < 32; ++i) ((__global char*)(blk + 2))[i] = (char)rint(x[i] * id);
+}
+
+// Stores k/v of token t into cache row pos[t]. Global (hd * n_kv, T), or
+// (hd * n_kv / 32, T) blocks for Q8_0.
 __kernel void attention_store(__global const float* k, __global const float* v,
                               __global uchar* kc, __global uchar* vc, __global const int* table,
                               int paged, int base_page, ulong row_bytes, ulong page_bytes,
-                              int rows_per_page, __global const int* pos, int width, int f16) {
+                              int rows_per_page, __global const int* pos, int width, int dtype) {
     const int i = get_global_id(0);
     const int t = get_global_id(1);
     for (int kind = 0; kind < 2; ++kind) {
         __global uchar* row = cache_row(kc, vc, table, paged, base_page, row_bytes, page_bytes,
                                         rows_per_page, kind, pos[t]);
-        const float x = (kind ? v : k)[(long)t * width + i];
-        if (f16) {
-            vstore_half_rte(x, i, (__global half*)row);
+        __global const float* src = (kind ? v : k) + (long)t * width;
+        if (dtype == DT_Q8_0) {
+            store_q8_0_block(row, i, src + i * 32);
         } else {
-            ((__global float*)row)[i] = x;
+            store_elem(row, dtype, i, src[i]);
         }
     }
 }
@@ -177,7 +230,7 @@ __kernel void attention(__global const float* q, __global uchar* kc, __global uc
                         __global const int* table, int paged, int base_page, ulong row_bytes,
                         ulong page_bytes, int rows_per_page, __global const int* pos,
                         __global float* out, int hd,
-                        int n_head, int n_kv, int f16, float scale) {
+                        int n_head, int n_kv, int dtype, float scale) {
     const int h = get_global_id(0);
     const int t = get_global_id(1);
     const int g = h / (n_head / n_kv);
@@ -191,22 +244,87 @@ __kernel void attention(__global const float* q, __global uchar* kc, __global uc
         __global const uchar* vr = cache_row(kc, vc, table, paged, base_page, row_bytes,
                                              page_bytes, rows_per_page, 1, r);
         float s = 0.0f;
-        for (int i = 0; i < hd; ++i) {
-            const float kv = f16 ? vload_half(g * hd + i, (__global const half*)kr)
-                                 : ((__global const float*)kr)[g * hd + i];
-            s += qh[i] * kv;
-        }
+        for (int i = 0; i < hd; ++i) s += qh[i] * load_elem(kr, dtype, g * hd + i);
         s *= scale;
         const float m2 = fmax(m, s);
         const float a = exp(m - m2), e = exp(s - m2);
         l = l * a + e;
-        for (int i = 0; i < hd; ++i) {
-            const float vv = f16 ? vload_half(g * hd + i, (__global const half*)vr)
-                                 : ((__global const float*)vr)[g * hd + i];
-            acc[i] = acc[i] * a + e * vv;
-        }
+        for (int i = 0; i < hd; ++i) acc[i] = acc[i] * a + e * load_elem(vr, dtype, g * hd + i);
         m = m2;
     }
     __global float* o = out + ((long)t * n_head + h) * hd;
     for (int i = 0; i < hd; ++i) o[i] = acc[i] / l;
+}
+
+// CPY of F32 rows of n values into F32, F16, FP8 or Q8_0 rows. Global
+// (n, rows), or (n / 32, rows) blocks for Q8_0.
+__kernel void cpy_f32(__global const float* x, __global uchar* out, ulong out_row_bytes, int n,
+                      int dtype) {
+    const int i = get_global_id(0);
+    const long r = get_global_id(1);
+    __global uchar* row = out + r * out_row_bytes;
+    if (dtype == DT_Q8_0) {
+        store_q8_0_block(row, i, x + r * n + i * 32);
+    } else {
+        store_elem(row, dtype, i, x[r * n + i]);
+    }
+}
+
+__kernel void layer_norm(__global const float* x, __global float* out, int n, float eps) {
+    const long r = get_global_id(0);
+    __global const float* row = x + r * n;
+    float mean = 0.0f;
+    for (int i = 0; i < n; ++i) mean += row[i];
+    mean /= (float)n;
+    float var = 0.0f;
+    for (int i = 0; i < n; ++i) var += (row[i] - mean) * (row[i] - mean);
+    const float scale = 1.0f / sqrt(var / (float)n + eps);
+    for (int i = 0; i < n; ++i) out[r * n + i] = (row[i] - mean) * scale;
+}
+
+// out [k, R]: x[r][ids[r][i]]. Global (k, R).
+__kernel void gather(__global const float* x, __global const int* ids, __global float* out, int n,
+                     int k) {
+    const int i = get_global_id(0);
+    const long r = get_global_id(1);
+    out[r * k + i] = x[r * n + ids[r * k + i]];
+}
+
+// Indices of the k largest values of each row, largest first (ties: the
+// lower index first). Global (R).
+__kernel void topk(__global const float* x, __global int* out, int n, int k) {
+    const long r = get_global_id(0);
+    __global const float* row = x + r * n;
+    for (int j = 0; j < k; ++j) {
+        int best = -1;
+        for (int i = 0; i < n; ++i) {
+            bool taken = false;
+            for (int p = 0; p < j; ++p) taken = taken || out[r * k + p] == i;
+            if (!taken && (best < 0 || row[i] > row[best])) best = i;
+        }
+        out[r * k + j] = best;
+    }
+}
+
+// out [N, k, T]: expert ids[t][i]'s rows (of [K, N, E] weights) times x[t].
+// Global (N, k, T).
+__kernel void expert_matmul(__global const uchar* w, ulong w_row_bytes, int dtype,
+                            __global const float* x, __global const int* ids, __global float* out,
+                            int k_dim, int n_out, int n_used) {
+    const int n = get_global_id(0);
+    const int i = get_global_id(1);
+    const int t = get_global_id(2);
+    const int e = ids[t * n_used + i];
+    out[((long)t * n_used + i) * n_out + n] =
+        dot_row(w + ((ulong)e * n_out + n) * w_row_bytes, dtype, x + (long)t * k_dim, k_dim);
+}
+
+// out [N, T] = sum_i w[t][i] * y[t][i]. Global (N, T).
+__kernel void moe_combine(__global const float* y, __global const float* w, __global float* out,
+                          int n_out, int n_used) {
+    const int n = get_global_id(0);
+    const int t = get_global_id(1);
+    float s = 0.0f;
+    for (int i = 0; i < n_used; ++i) s += w[t * n_used + i] * y[((long)t * n_used + i) * n_out + n];
+    out[(long)t * n_out + n] = s;
 }

@@ -301,18 +301,46 @@ std::string check(const dwell_graph* g, int32_t id) {
         case DWELL_OP_SILU:
         case DWELL_OP_GELU:
         case DWELL_OP_RMS_NORM:
+        case DWELL_OP_LAYER_NORM:
         case DWELL_OP_SOFTMAX:
             return f32(in(0)) && f32(*out) ? "" : "operands must be F32";
+        case DWELL_OP_CPY: {
+            const dwell_dtype to = out->dtype;
+            if (!f32(in(0))) return "CPY from F32 only";
+            if (to != DWELL_F32 && to != DWELL_F16 && to != DWELL_Q8_0 && to != DWELL_FP8_E4M3)
+                return std::string("CPY to ") + dwell_dtype_name(to) +
+                       " (portable: f32, f16, q8_0, fp8_e4m3)";
+            if (to == DWELL_Q8_0 && in(0).ne[0] % 32 != 0) return "q8_0 rows must be whole blocks";
+            return dwell_tensor_nelements(&in(0)) == dwell_tensor_nelements(out) ? ""
+                                                                                 : "shapes differ";
+        }
+        case DWELL_OP_GATHER:
+            return f32(in(0)) && in(1).dtype == DWELL_I32 && contiguous(in(1)) && f32(*out)
+                       ? ""
+                       : "gather operands";
+        case DWELL_OP_TOPK:
+            return f32(in(0)) && out->dtype == DWELL_I32 && contiguous(*out) ? "" : "topk operands";
+        case DWELL_OP_EXPERT_MATMUL:
+            if (!weight_dtype(in(0).dtype) || !contiguous(in(0))) {
+                return std::string("expert weight dtype ") + dwell_dtype_name(in(0).dtype);
+            }
+            return f32(in(1)) && in(2).dtype == DWELL_I32 && contiguous(in(2)) && f32(*out)
+                       ? ""
+                       : "expert_matmul operands";
+        case DWELL_OP_MOE_COMBINE:
+            return f32(in(0)) && f32(in(1)) && f32(*out) ? "" : "moe_combine operands";
         case DWELL_OP_SWIGLU:
             return f32(in(0)) && f32(in(1)) && f32(*out) ? "" : "operands must be F32";
         case DWELL_OP_ROPE:
             return f32(in(0)) && f32(*out) && in(1).dtype == DWELL_I32 ? "" : "rope operands";
         case DWELL_OP_ATTENTION: {
             const dwell_tensor& cache = in(3);
-            if (cache.dtype != DWELL_F32 && cache.dtype != DWELL_F16) {
-                return std::string("KV cache ") + dwell_dtype_name(cache.dtype) +
-                       " (portable kernels: f32, f16)";
+            if (cache.dtype != DWELL_F32 && cache.dtype != DWELL_F16 && cache.dtype != DWELL_Q8_0 &&
+                cache.dtype != DWELL_FP8_E4M3) {
+                return std::string("KV cache ") + dwell_dtype_name(cache.dtype);
             }
+            if (cache.dtype == DWELL_Q8_0 && cache.ne[0] % 32 != 0)
+                return "q8_0 rows of whole blocks";
             if (in(0).ne[0] > 256) return "head_dim above 256";
             if (!f32(in(0)) || !f32(in(1)) || !f32(in(2)) || !f32(*out)) return "q/k/v must be F32";
             if (!paged && in(4).dtype != cache.dtype) return "K and V caches differ in dtype";
@@ -484,10 +512,12 @@ void run_node(dwell_backend_context& c, const dwell_graph* g, int32_t id) {
             break;
         }
         case DWELL_OP_RMS_NORM:
+        case DWELL_OP_LAYER_NORM:
         case DWELL_OP_SOFTMAX: {
             const cl_mem a = r.wrap(in(0), false), o = r.wrap(out, true);
-            if (n.op == DWELL_OP_RMS_NORM) {
-                r.launch("rms_norm", {rows}, a, o, cl_int(out.ne[0]), cl_float(n.fparams[0]));
+            if (n.op != DWELL_OP_SOFTMAX) {
+                r.launch(n.op == DWELL_OP_RMS_NORM ? "rms_norm" : "layer_norm", {rows}, a, o,
+                         cl_int(out.ne[0]), cl_float(n.fparams[0]));
             } else {
                 r.launch("softmax", {rows}, a, o, cl_int(out.ne[0]));
             }
@@ -541,16 +571,55 @@ void run_node(dwell_backend_context& c, const dwell_graph* g, int32_t id) {
             const cl_mem o = r.wrap(out, true);
             const cl_int hd = cl_int(q.ne[0]), n_head = cl_int(q.ne[1]), n_kv = cl_int(in(1).ne[1]);
             const auto T = static_cast<size_t>(q.ne[2]);
-            const cl_int f16 = cache.dtype == DWELL_F16;
+            const cl_int dtype = cache.dtype;
             const cl_ulong row_bytes = cache.nb[1];
             const cl_ulong page_bytes = paged ? cache.nb[2] : 0;
             const cl_int rpp = paged ? cl_int(cache.ne[1]) : 1;
-            r.launch("attention_store", {static_cast<size_t>(hd) * n_kv, T}, km, vm, kc, vc, table,
-                     cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos, cl_int(hd * n_kv),
-                     f16);
+            const size_t width = static_cast<size_t>(hd) * n_kv;
+            // Q8_0 rows are stored a block of 32 per work-item.
+            r.launch("attention_store", {cache.dtype == DWELL_Q8_0 ? width / 32 : width, T}, km, vm,
+                     kc, vc, table, cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos,
+                     cl_int(width), dtype);
             r.launch("attention", {static_cast<size_t>(n_head), T}, qm, kc, vc, table,
                      cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos, o, hd, n_head, n_kv,
-                     f16, cl_float(n.fparams[0]));
+                     dtype, cl_float(n.fparams[0]));
+            break;
+        }
+        case DWELL_OP_CPY: {
+            const cl_mem a = r.wrap(in(0), false), o = r.wrap(out, true);
+            const auto n0 = static_cast<size_t>(in(0).ne[0]);
+            r.launch("cpy_f32", {out.dtype == DWELL_Q8_0 ? n0 / 32 : n0, rows}, a, o,
+                     cl_ulong{out.nb[1]}, cl_int(n0), cl_int{out.dtype});
+            break;
+        }
+        case DWELL_OP_GATHER: {
+            const cl_mem a = r.wrap(in(0), false), ids = r.wrap(in(1), false);
+            const cl_mem o = r.wrap(out, true);
+            r.launch("gather", {static_cast<size_t>(out.ne[0]), rows}, a, ids, o,
+                     cl_int(in(0).ne[0]), cl_int(out.ne[0]));
+            break;
+        }
+        case DWELL_OP_TOPK: {
+            const cl_mem a = r.wrap(in(0), false), o = r.wrap(out, true);
+            r.launch("topk", {rows}, a, o, cl_int(in(0).ne[0]), cl_int(out.ne[0]));
+            break;
+        }
+        case DWELL_OP_EXPERT_MATMUL: {
+            const cl_mem w = r.wrap(in(0), false), x = r.wrap(in(1), false);
+            const cl_mem ids = r.wrap(in(2), false), o = r.wrap(out, true);
+            r.launch("expert_matmul",
+                     {static_cast<size_t>(out.ne[0]), static_cast<size_t>(out.ne[1]),
+                      static_cast<size_t>(out.ne[2])},
+                     w, cl_ulong{in(0).nb[1]}, cl_int{in(0).dtype}, x, ids, o, cl_int(in(0).ne[0]),
+                     cl_int(out.ne[0]), cl_int(out.ne[1]));
+            break;
+        }
+        case DWELL_OP_MOE_COMBINE: {
+            const cl_mem y = r.wrap(in(0), false), w = r.wrap(in(1), false);
+            const cl_mem o = r.wrap(out, true);
+            r.launch("moe_combine",
+                     {static_cast<size_t>(out.ne[0]), static_cast<size_t>(out.ne[1])}, y, w, o,
+                     cl_int(out.ne[0]), cl_int(in(1).ne[0]));
             break;
         }
         default:
