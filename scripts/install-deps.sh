@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages dwell builds with, if any is missing
-# (opencl-c-headers to build the opencl plugin, PoCL to run it in tests).
+# (opencl-c-headers to build the opencl plugin, PoCL to run it in tests,
+# clang to parse its Adreno kernels).
 # Runs apt-get only when needed (as root, or through sudo).
 set -euo pipefail
 
@@ -9,7 +10,7 @@ packages=(
   libboost-dev libboost-program-options-dev
   libspdlog-dev libfmt-dev libzstd-dev libxxhash-dev libsentencepiece-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev
-  opencl-c-headers pocl-opencl-icd
+  opencl-c-headers pocl-opencl-icd clang
 )
 
 missing=()

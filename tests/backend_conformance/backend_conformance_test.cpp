@@ -30,7 +30,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kBackends[] = {"cpu", "opencl"};
+// Plugin names; "opencl_adreno" is the opencl plugin with its Adreno-tuned
+// set forced (it runs on any OpenCL device: fp16 dequantization falls back
+// to f32 where cl_khr_fp16 is missing).
+const char* const kBackends[] = {"cpu", "opencl", "opencl_adreno"};
 
 // One case: builds its graph (one node, the last) and the expected output.
 struct Case {
@@ -529,9 +532,12 @@ protected:
         const fs::path manifest = dir_ / (GetParam().backend + ".toml");
         {
             std::ofstream m(manifest);
-            m << "[device]\nname = \"conformance\"\n[[backend]]\nplugin = \"" << GetParam().backend
-              << "\"\n";
-            if (GetParam().backend == "cpu") m << "options = { threads = \"2\" }\n";
+            const std::string& b = GetParam().backend;
+            const bool adreno = b == "opencl_adreno";
+            m << "[device]\nname = \"conformance\"\n[[backend]]\nplugin = \""
+              << (adreno ? "opencl" : b) << "\"\n";
+            if (b == "cpu") m << "options = { threads = \"2\" }\n";
+            if (adreno) m << "options = { kernels = \"adreno\" }\n";
         }
         RuntimeOptions o;
         o.manifest = manifest;

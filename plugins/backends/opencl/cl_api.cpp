@@ -53,6 +53,7 @@ Loaded load() {
            resolve(lib, "clReleaseKernel", a.ReleaseKernel, w) &&
            resolve(lib, "clSetKernelArg", a.SetKernelArg, w) &&
            resolve(lib, "clCreateBuffer", a.CreateBuffer, w) &&
+           resolve(lib, "clCreateImage", a.CreateImage, w) &&
            resolve(lib, "clReleaseMemObject", a.ReleaseMemObject, w) &&
            resolve(lib, "clEnqueueNDRangeKernel", a.EnqueueNDRangeKernel, w) &&
            resolve(lib, "clEnqueueMapBuffer", a.EnqueueMapBuffer, w) &&

@@ -33,6 +33,7 @@ struct ClApi {
     decltype(&::clReleaseKernel) ReleaseKernel = nullptr;
     decltype(&::clSetKernelArg) SetKernelArg = nullptr;
     decltype(&::clCreateBuffer) CreateBuffer = nullptr;
+    decltype(&::clCreateImage) CreateImage = nullptr;
     decltype(&::clReleaseMemObject) ReleaseMemObject = nullptr;
     decltype(&::clEnqueueNDRangeKernel) EnqueueNDRangeKernel = nullptr;
     decltype(&::clEnqueueMapBuffer) EnqueueMapBuffer = nullptr;

@@ -26,9 +26,11 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cl_api.hpp"
+#include "kernels_adreno_source.hpp"
 #include "kernels_portable_source.hpp"
 
 struct dwell_backend_context {
@@ -41,12 +43,26 @@ struct dwell_backend_context {
     std::string device_name;
     // Device time per op kind, from profiling events.
     std::map<dwell_op, std::pair<uint64_t, double>> times;
+    // The Adreno-tuned set is built too (kernels_adreno.cl).
+    bool adreno = false;
+    cl_device_id device = nullptr;
+    // Q4_0 weights rearranged for the Adreno set, by (address, k, n).
+    struct Prepared {
+        cl_mem quants = nullptr, scales = nullptr, image = nullptr;
+    };
+    std::map<std::tuple<const void*, int64_t, int64_t>, Prepared> prepared;
+
+    void drop(Prepared& p) const {
+        for (cl_mem m : {p.image, p.quants, p.scales})
+            if (m) cl->ReleaseMemObject(m);
+    }
 
     dwell_backend_context() = default;
     dwell_backend_context(const dwell_backend_context&) = delete;
     dwell_backend_context& operator=(const dwell_backend_context&) = delete;
     ~dwell_backend_context() {
         if (cl == nullptr) return;
+        for (auto& [key, p] : prepared) drop(p);
         for (auto& [name, k] : kernels) cl->ReleaseKernel(k);
         if (program) cl->ReleaseProgram(program);
         if (queue) cl->ReleaseCommandQueue(queue);
@@ -166,11 +182,37 @@ dwell_status fail_plugin(dwell_status st, std::string message) {
 // ---------------------------------------------------------------------------
 // Program: built once per device and driver, cached on disk.
 
-std::filesystem::path cache_dir(const dwell_option* options, size_t n) {
+// The [[backend]] options this plugin takes.
+struct Options {
+    std::filesystem::path cache_dir;  // empty: the default below
+    std::string kernels = "auto";     // auto | portable | adreno
+};
+
+Options parse_options(const dwell_option* options, size_t n) {
+    Options o;
     for (size_t i = 0; i < n; ++i) {
-        if (options[i].key && options[i].value && std::strcmp(options[i].key, "cache_dir") == 0)
-            return options[i].value;
+        const std::string key = options[i].key ? options[i].key : "";
+        const std::string value = options[i].value ? options[i].value : "";
+        if (key == "cache_dir") {
+            o.cache_dir = value;
+        } else if (key == "kernels") {
+            if (value != "auto" && value != "portable" && value != "adreno") {
+                throw std::invalid_argument(
+                    "opencl backend option 'kernels' must be \"auto\", "
+                    "\"portable\" or \"adreno\", got '" +
+                    value + "'");
+            }
+            o.kernels = value;
+        } else {
+            throw std::invalid_argument("unknown opencl backend option '" + key +
+                                        "' (known: kernels, cache_dir)");
+        }
     }
+    return o;
+}
+
+std::filesystem::path cache_dir(const Options& o) {
+    if (!o.cache_dir.empty()) return o.cache_dir;
     if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
         return std::filesystem::path(x) / "dwell" / "opencl";
     if (const char* h = std::getenv("HOME"); h && *h)
@@ -187,13 +229,16 @@ std::string build_log(const ClApi& cl, cl_program prog, cl_device_id dev) {
     return s.substr(0, 400);
 }
 
-cl_program build_program(dwell_backend_context& c, const Device& d, const dwell_option* options,
-                         size_t n_options) {
+cl_program build_program(dwell_backend_context& c, const Device& d, const Options& options) {
     const ClApi& cl = *c.cl;
-    const std::string key = std::to_string(
-        std::hash<std::string>{}(d.description + "\n" + d.driver + "\n" + kPortableKernelSource));
-    const std::filesystem::path dir = cache_dir(options, n_options);
-    const std::filesystem::path file = dir.empty() ? dir : dir / ("portable-" + key + ".bin");
+    // The Adreno set uses the portable set's helpers: one program.
+    const std::string source = std::string(kPortableKernelSource) +
+                               (c.adreno ? std::string("\n") + kAdrenoKernelSource : "");
+    const std::string variant = c.adreno ? "adreno" : "portable";
+    const std::string key =
+        std::to_string(std::hash<std::string>{}(d.description + "\n" + d.driver + "\n" + source));
+    const std::filesystem::path dir = cache_dir(options);
+    const std::filesystem::path file = dir.empty() ? dir : dir / (variant + "-" + key + ".bin");
     cl_int err = CL_SUCCESS;
     if (!file.empty()) {
         std::ifstream in(file, std::ios::binary);
@@ -211,7 +256,7 @@ cl_program build_program(dwell_backend_context& c, const Device& d, const dwell_
             if (prog != nullptr) cl.ReleaseProgram(prog);  // stale binary: rebuild from source
         }
     }
-    const char* src = kPortableKernelSource;
+    const char* src = source.c_str();
     cl_program prog = cl.CreateProgramWithSource(c.context, 1, &src, nullptr, &err);
     if (prog == nullptr || err != CL_SUCCESS) {
         throw std::runtime_error("creating the program failed: " + cl_error_name(err));
@@ -220,8 +265,8 @@ cl_program build_program(dwell_backend_context& c, const Device& d, const dwell_
     if (err != CL_SUCCESS) {
         const std::string log = build_log(cl, prog, d.id);
         cl.ReleaseProgram(prog);
-        throw std::runtime_error("building the portable kernels failed (" + cl_error_name(err) +
-                                 "): " + log);
+        throw std::runtime_error("building the " + variant + " kernels failed (" +
+                                 cl_error_name(err) + "): " + log);
     }
     if (!file.empty()) {
         size_t size = 0;
@@ -467,7 +512,54 @@ private:
     std::vector<cl_event> events_;
 };
 
-void run_node(dwell_backend_context& c, const dwell_graph* g, int32_t id) {
+// Q4_0 weight `w` rearranged for matmul_q4_0_t (kernels_adreno.cl): block b
+// of row n at texel b * N + n, scales in the same order; made once per
+// weight. Null when the device's image buffers are too small for it.
+const dwell_backend_context::Prepared* prepare_q4_0(dwell_backend_context& c,
+                                                    const dwell_tensor& w) {
+    const int64_t k = w.ne[0], n = w.ne[1], blocks = k / 32;
+    const auto key = std::make_tuple(static_cast<const void*>(w.data), k, n);
+    if (auto it = c.prepared.find(key); it != c.prepared.end()) return &it->second;
+    size_t max_texels = 0;
+    c.cl->GetDeviceInfo(c.device, CL_DEVICE_IMAGE_MAX_BUFFER_SIZE, sizeof max_texels, &max_texels,
+                        nullptr);
+    if (static_cast<uint64_t>(blocks * n) > max_texels) return nullptr;
+    std::vector<uint8_t> quants(static_cast<size_t>(blocks * n) * 16);
+    std::vector<uint16_t> scales(static_cast<size_t>(blocks * n));
+    for (int64_t r = 0; r < n; ++r) {
+        const auto* row = static_cast<const uint8_t*>(w.data) + static_cast<uint64_t>(r) * w.nb[1];
+        for (int64_t b = 0; b < blocks; ++b) {
+            const uint8_t* blk = row + b * 18;
+            std::memcpy(&scales[static_cast<size_t>(b * n + r)], blk, 2);
+            std::memcpy(&quants[static_cast<size_t>(b * n + r) * 16], blk + 2, 16);
+        }
+    }
+    dwell_backend_context::Prepared p;
+    cl_int err = CL_SUCCESS;
+    p.quants = c.cl->CreateBuffer(c.context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, quants.size(),
+                                  quants.data(), &err);
+    if (err == CL_SUCCESS) {
+        p.scales = c.cl->CreateBuffer(c.context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                      scales.size() * 2, scales.data(), &err);
+    }
+    if (err == CL_SUCCESS) {
+        const cl_image_format format{CL_RGBA, CL_UNSIGNED_INT32};
+        cl_image_desc desc{};
+        desc.image_type = CL_MEM_OBJECT_IMAGE1D_BUFFER;
+        desc.image_width = static_cast<size_t>(blocks * n);
+        desc.buffer = p.quants;
+        p.image = c.cl->CreateImage(c.context, CL_MEM_READ_ONLY, &format, &desc, nullptr, &err);
+    }
+    if (err != CL_SUCCESS) {
+        c.drop(p);
+        throw std::runtime_error("uploading a q4_0 weight [" + std::to_string(k) + ", " +
+                                 std::to_string(n) + "] failed: " + cl_error_name(err));
+    }
+    return &c.prepared.emplace(key, p).first->second;
+}
+
+void run_node(dwell_backend_context& c, const dwell_graph* g, int32_t id,
+              const std::vector<bool>& written) {
     const dwell_node& n = *dwell_graph_node(g, id);
     const auto in = [&](int i) -> const dwell_tensor& { return tensor(g, n.inputs[i]); };
     const dwell_tensor& out = tensor(g, n.output);
@@ -483,6 +575,26 @@ void run_node(dwell_backend_context& c, const dwell_graph* g, int32_t id) {
             break;
         }
         case DWELL_OP_MATMUL: {
+            const dwell_tensor& wt = in(0);
+            // A weight: no node writes it and its buffer keeps it.
+            const bool stable =
+                !written[static_cast<size_t>(n.inputs[0])] &&
+                (dwell_graph_tensor_flags(g, n.inputs[0]) & DWELL_TENSOR_VOLATILE) == 0;
+            const cl_int k = cl_int(wt.ne[0]), n_out = cl_int(out.ne[0]);
+            if (c.adreno && stable && wt.dtype == DWELL_Q4_0) {
+                if (const auto* p = prepare_q4_0(c, wt)) {
+                    const cl_mem x = r.wrap(in(1), false), o = r.wrap(out, true);
+                    r.launch("matmul_q4_0_t", {static_cast<size_t>(n_out), rows}, p->image,
+                             p->scales, x, o, k, n_out);
+                    break;
+                }
+            }
+            if (c.adreno && wt.dtype == DWELL_F16 && k % 4 == 0) {
+                const cl_mem w = r.wrap(wt, false), x = r.wrap(in(1), false);
+                const cl_mem o = r.wrap(out, true);
+                r.launch("matmul_f16_h", {static_cast<size_t>(n_out), rows}, w, x, o, k, n_out);
+                break;
+            }
             const cl_mem w = r.wrap(in(0), false), x = r.wrap(in(1), false);
             const cl_mem o = r.wrap(out, true);
             r.launch("matmul", {static_cast<size_t>(out.ne[0]), rows}, w, cl_ulong{in(0).nb[1]},
@@ -696,8 +808,17 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
         return fail_plugin(DWELL_ERR_UNAVAILABLE,
                            d.description + ": creating a queue failed: " + cl_error_name(err));
     }
+    Options opts;
     try {
-        c->program = build_program(*c, d, options, n_options);
+        opts = parse_options(options, n_options);
+    } catch (const std::exception& e) {
+        return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, e.what());
+    }
+    c->device = d.id;
+    c->adreno = opts.kernels == "adreno" ||
+                (opts.kernels == "auto" && d.description.find("Adreno") != std::string::npos);
+    try {
+        c->program = build_program(*c, d, opts);
     } catch (const std::exception& e) {
         return fail_plugin(DWELL_ERR_UNAVAILABLE, d.description + ": " + e.what());
     }
@@ -725,6 +846,22 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
     if (c == nullptr || g == nullptr || (n_ids > 0 && ids == nullptr)) {
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "graph_compute: null argument");
     }
+    // Tensors some node writes (outputs, and the caches ATTENTION fills):
+    // never weights, so never rearranged and kept.
+    std::vector<bool> written(static_cast<size_t>(std::max(g->n_tensors, 0)), false);
+    for (int32_t i = 0; i < g->n_nodes; ++i) {
+        const dwell_node* node = dwell_graph_node(g, i);
+        if (node == nullptr) continue;
+        const auto mark = [&](int32_t t) {
+            if (t >= 0 && t < g->n_tensors) written[static_cast<size_t>(t)] = true;
+        };
+        mark(node->output);
+        if (node->op == DWELL_OP_ATTENTION && node->n_inputs > 4) {
+            mark(node->inputs[3]);
+            const dwell_tensor* in4 = dwell_graph_tensor(g, node->inputs[4]);
+            if (in4 != nullptr && in4->dtype != DWELL_I32) mark(node->inputs[4]);
+        }
+    }
     for (size_t i = 0; i < n_ids; ++i) {
         const std::string why = check(g, ids[i]);
         if (!why.empty()) {
@@ -732,7 +869,7 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
             return DWELL_ERR_UNSUPPORTED;
         }
         try {
-            run_node(*c, g, ids[i]);
+            run_node(*c, g, ids[i], written);
         } catch (const std::bad_alloc&) {
             c->last_error = "out of host memory";
             return DWELL_ERR_OUT_OF_MEMORY;
@@ -744,6 +881,20 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
         }
     }
     return DWELL_OK;
+}
+
+void release_weights(dwell_backend_context* c, const void* data, size_t bytes) {
+    if (c == nullptr || data == nullptr) return;
+    const auto* begin = static_cast<const uint8_t*>(data);
+    for (auto it = c->prepared.begin(); it != c->prepared.end();) {
+        const auto* p = static_cast<const uint8_t*>(std::get<0>(it->first));
+        if (p >= begin && p < begin + bytes) {
+            c->drop(it->second);
+            it = c->prepared.erase(it);
+        } else {
+            ++it;
+        }
+    }
 }
 
 dwell_status op_times(dwell_backend_context* c, dwell_op_time* out, size_t* n, int32_t reset) {
@@ -772,6 +923,7 @@ dwell_backend_plugin make_vtable() {
     v.supports_op = supports_op;
     v.graph_compute = graph_compute;
     v.op_times = op_times;
+    v.release_weights = release_weights;
     return v;
 }
 
