@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cli_common.hpp"
+#include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/generate.hpp"
 #include "dwell/core/model.hpp"
@@ -20,6 +21,7 @@ int run_command(const std::vector<std::string>& args) {
     std::string model_path, prompt, kv_type, ctx_full = "stop";
     int32_t n_predict = 128, n_ctx = 0, n_keep = 0;
     bool no_echo = false;
+    bool interactive = false;
     SamplerParams sp;
     int64_t seed = -1;
     po::options_description desc("dwell run");
@@ -39,7 +41,8 @@ int run_command(const std::vector<std::string>& args) {
         ("repeat-penalty", po::value(&sp.repeat_penalty)->default_value(1.0f, "1.0"), "repetition penalty (1: off)")
         ("repeat-last-n", po::value(&sp.repeat_last_n)->default_value(64), "tokens the penalty looks back over")
         ("seed", po::value(&seed)->default_value(-1), "sampling seed (-1: random)")
-        ("no-echo", po::bool_switch(&no_echo), "do not print the prompt before the generated text");
+        ("no-echo", po::bool_switch(&no_echo), "do not print the prompt before the generated text")
+        ("interactive,i", po::bool_switch(&interactive), "then read lines from stdin, each continuing the text (up to -n tokens); /backend NAME prefers another selected backend from then on, /quit ends");
     // clang-format on
     add_runtime_options(desc, common);
     po::variables_map vm;
@@ -89,6 +92,34 @@ int run_command(const std::vector<std::string>& args) {
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
+    if (interactive) {
+        // The conversation goes on in the same session: its KV cache holds
+        // everything so far, on whichever backend computes next.
+        for (std::string line; std::getline(std::cin, line);) {
+            if (line == "/quit") break;
+            if (line.rfind("/backend", 0) == 0) {
+                const std::string name = line.size() > 9 ? line.substr(9) : "";
+                try {
+                    session.use_backend(name);
+                    std::fprintf(stderr, "backend: %s\n", name.c_str());
+                } catch (const Error& e) {
+                    std::fprintf(stderr, "dwell run: %s\n", e.what());
+                }
+                continue;
+            }
+            StreamDecoder more(tok, false);
+            generate(session, tok.encode(line, false), n_predict, sampler, [&](int32_t token) {
+                const std::string text = more.push(token);
+                std::fwrite(text.data(), 1, text.size(), stdout);
+                std::fflush(stdout);
+                return true;
+            });
+            const std::string tail = more.finish();
+            std::fwrite(tail.data(), 1, tail.size(), stdout);
+            std::fputc('\n', stdout);
+            std::fflush(stdout);
+        }
+    }
 
     std::fprintf(stderr,
                  "prompt: %d tokens in %.3f s (%.1f tok/s) | generation: %d tokens in %.3f s (%.1f "

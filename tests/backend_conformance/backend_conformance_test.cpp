@@ -546,6 +546,8 @@ protected:
         if (runtime_->backends().empty()) {
             std::string why = "not found";
             for (const auto& c : runtime_->backend_choices()) why = c.reason;
+            // Absent hardware skips; a plugin failing on a device it found fails.
+            ASSERT_EQ(why.find("initialisation failed"), std::string::npos) << why;
             GTEST_SKIP() << GetParam().backend << " backend unavailable: " << why;
         }
     }

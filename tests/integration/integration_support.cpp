@@ -95,16 +95,19 @@ std::string slurp(const fs::path& p) {
 
 }  // namespace
 
-CommandResult run_dwell(const std::vector<std::string>& args) {
+CommandResult run_dwell(const std::vector<std::string>& args, const std::string& input) {
     TempDir tmp;
     const fs::path out = tmp.path() / "out", err = tmp.path() / "err";
+    const fs::path in = tmp.write("in", input);
     std::vector<std::string> argv_s = emulator_prefix();
     argv_s.push_back(dwell_binary().string());
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     CommandResult r;
     const pid_t pid = fork();
     if (pid == 0) {
-        if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
+        if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr) ||
+            !freopen(in.c_str(), "r", stdin))
+            _exit(127);
         std::vector<char*> argv;
         for (auto& a : argv_s) argv.push_back(a.data());
         argv.push_back(nullptr);

@@ -62,6 +62,7 @@ struct CommandResult {
     std::string out;
     std::string err;
 };
-CommandResult run_dwell(const std::vector<std::string>& args);
+// Runs the dwell binary with `input` as its standard input.
+CommandResult run_dwell(const std::vector<std::string>& args, const std::string& input = "");
 
 }  // namespace dwell::test

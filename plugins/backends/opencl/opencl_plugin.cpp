@@ -45,6 +45,7 @@ struct dwell_backend_context {
     std::map<dwell_op, std::pair<uint64_t, double>> times;
     // The Adreno-tuned set is built too (kernels_adreno.cl).
     bool adreno = false;
+    const dwell_host_services* host = nullptr;  // told when weights are copied
     cl_device_id device = nullptr;
     // Q4_0 weights rearranged for the Adreno set, by (address, k, n).
     struct Prepared {
@@ -203,6 +204,8 @@ Options parse_options(const dwell_option* options, size_t n) {
                     value + "'");
             }
             o.kernels = value;
+        } else if (key == "threads" || key == "affinity") {
+            // Host-wide CPU settings the runtime passes to every backend.
         } else {
             throw std::invalid_argument("unknown opencl backend option '" + key +
                                         "' (known: kernels, cache_dir)");
@@ -555,6 +558,11 @@ const dwell_backend_context::Prepared* prepare_q4_0(dwell_backend_context& c,
         throw std::runtime_error("uploading a q4_0 weight [" + std::to_string(k) + ", " +
                                  std::to_string(n) + "] failed: " + cl_error_name(err));
     }
+    // The device holds its own copy now: the host may drop the mapped pages.
+    if (c.host != nullptr && DWELL_HAS_FIELD(c.host, dwell_host_services, weights_copied) &&
+        c.host->weights_copied != nullptr) {
+        c.host->weights_copied(c.host->host, w.data, static_cast<size_t>(w.nb[1] * n));
+    }
     return &c.prepared.emplace(key, p).first->second;
 }
 
@@ -786,7 +794,7 @@ void context_destroy(dwell_backend_context* c) {
 }
 
 dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
-                            const dwell_host_services*, dwell_backend_context** out) {
+                            const dwell_host_services* host, dwell_backend_context** out) {
     if (out == nullptr) return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "null output");
     const Probe& p = probe();
     if (device >= p.devices.size() || !p.devices[device].available) {
@@ -815,6 +823,7 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, e.what());
     }
     c->device = d.id;
+    c->host = host;
     c->adreno = opts.kernels == "adreno" ||
                 (opts.kernels == "auto" && d.description.find("Adreno") != std::string::npos);
     try {
