@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages dwell builds with, if any is missing
 # (opencl-c-headers to build the opencl plugin, PoCL to run it in tests,
-# clang to parse its Adreno kernels).
+# clang to parse its Adreno kernels; clang, lld and qemu-user to build and
+# run the Hexagon DSP kernels under emulation).
 # Runs apt-get only when needed (as root, or through sudo).
 set -euo pipefail
 
@@ -10,7 +11,7 @@ packages=(
   libboost-dev libboost-program-options-dev
   libspdlog-dev libfmt-dev libzstd-dev libxxhash-dev libsentencepiece-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev
-  opencl-c-headers pocl-opencl-icd clang
+  opencl-c-headers pocl-opencl-icd clang lld qemu-user
 )
 
 missing=()

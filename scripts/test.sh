@@ -22,7 +22,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 # LeakSanitizer (GCC 12) faults in its scan of dynamic TLS on Debian 12's
 # glibc once a dlopen'ed plugin has used thread_local storage (the cpu
 # plugin keeps per-thread error strings, as the ABI asks); leaks are still
-# found through the heap, stacks and globals.
-export LSAN_OPTIONS=${LSAN_OPTIONS:-use_tls=0:print_suppressions=0}
+# found through the heap, stacks and globals. scripts/lsan.supp names the
+# third-party leaks left alone.
+export LSAN_OPTIONS=${LSAN_OPTIONS:-use_tls=0:print_suppressions=0:suppressions=$root/scripts/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)"
