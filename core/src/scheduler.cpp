@@ -1,5 +1,7 @@
 #include "dwell/core/scheduler.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -60,6 +62,11 @@ Placement Scheduler::place(Graph& graph) const {
         for (size_t b = 0; b < backends_.size(); ++b) {
             const Backend& be = *backends_[b];
             if (!allowed(be, node)) continue;
+            if (!be.healthy()) {
+                declined += (declined.empty() ? "" : ", ") + be.label() + ": unhealthy after " +
+                            std::to_string(Backend::kMaxConsecutiveFailures) + " failed steps";
+                continue;
+            }
             std::string reason;
             {
                 std::lock_guard lock(be.mutex());
@@ -109,19 +116,68 @@ void Scheduler::run(Graph& graph, const Placement& placement, WeightStreamer* we
         const auto compute = [&](int32_t first, int32_t end) {
             ids.clear();
             for (int32_t n = first; n < end; ++n) ids.push_back(n);
-            std::unique_lock lock(be.mutex());
-            const dwell_status st =
-                be.api().graph_compute(be.context(), &cg, ids.data(), ids.size());
-            if (st != DWELL_OK) {
-                throw Error(st, be.label() + " failed on nodes " + std::to_string(first) + "-" +
-                                    std::to_string(end - 1) + ": " + be.last_error());
+            std::string why;
+            {
+                std::unique_lock lock(be.mutex());
+                const dwell_status st =
+                    be.api().graph_compute(be.context(), &cg, ids.data(), ids.size());
+                if (st == DWELL_OK) {
+                    be.note_success();
+                    return;
+                }
+                why = std::string(dwell_status_name(st)) + ": " + be.last_error();
             }
+            be.note_failure();
+            run_elsewhere(cg, graph, be, first, end, why);
         };
         if (weights != nullptr) {
             weights->run(graph, cg, split.first_node, split.end_node, compute);
         } else {
             compute(split.first_node, split.end_node);
         }
+    }
+}
+
+void Scheduler::run_elsewhere(const dwell_graph& cg, const Graph& graph, const Backend& failed,
+                              int32_t first, int32_t end, const std::string& why) const {
+    const std::string what = failed.label() + " failed on nodes " + std::to_string(first) + "-" +
+                             std::to_string(end - 1) + " (" + why + ")";
+    spdlog::warn(
+        "{}: running them on the next backend{}", what,
+        failed.healthy() ? "" : "; " + failed.label() + " is now unhealthy and gets no more nodes");
+    std::vector<int32_t> ids;
+    for (int32_t n = first; n < end;) {
+        const Backend* target = nullptr;
+        for (const Backend* b : backends_) {
+            if (b == &failed || !allowed(*b, graph.nodes[static_cast<size_t>(n)])) continue;
+            std::lock_guard lock(b->mutex());
+            if (b->api().supports_op(b->context(), &cg, n)) {
+                target = b;
+                break;
+            }
+        }
+        if (target == nullptr) {
+            throw Error(DWELL_ERR_UNAVAILABLE,
+                        what + ", and " + node_str(graph.nodes[static_cast<size_t>(n)], n) +
+                            " can run on no other backend");
+        }
+        ids.assign(1, n);
+        // Consecutive nodes the same backend takes go together.
+        while (ids.back() + 1 < end) {
+            const int32_t next = ids.back() + 1;
+            if (!allowed(*target, graph.nodes[static_cast<size_t>(next)])) break;
+            std::lock_guard lock(target->mutex());
+            if (!target->api().supports_op(target->context(), &cg, next)) break;
+            ids.push_back(next);
+        }
+        std::lock_guard lock(target->mutex());
+        const dwell_status st =
+            target->api().graph_compute(target->context(), &cg, ids.data(), ids.size());
+        if (st != DWELL_OK) {
+            throw Error(st, what + ", and " + target->label() +
+                                " failed on them too: " + target->last_error());
+        }
+        n = ids.back() + 1;
     }
 }
 

@@ -161,6 +161,47 @@ TEST(PluginArchitecture, BadModelFilesFailWithOneLine) {
     }
 }
 
+// A backend that fails a step does not end it: its nodes run on the next
+// backend, the tokens are unchanged, and a backend failing step after step
+// is marked unhealthy and gets no more nodes.
+TEST(PluginArchitecture, AFailedStepRunsOnTheNextBackendWithIdenticalTokens) {
+    TempDir dir;
+    const auto model = write_small_model(dir);
+    Runtime cpu_only;
+    const auto expected = greedy_ids(cpu_only, model, "the dog", 12);
+    const auto manifest = [&](const std::string& option) {
+        return dir.write(option + ".toml", "[plugins]\nsearch_paths = [\"" +
+                                               test_plugin_dir().string() +
+                                               "\"]\n\n[[backend]]\nplugin = \"partial\"\n"
+                                               "options = { " +
+                                               option + " }\n\n[[backend]]\nplugin = \"cpu\"\n");
+    };
+    {
+        // Every third call into the adder fails: some steps fall back.
+        RuntimeOptions o;
+        o.manifest = manifest("fail_every = \"3\"");
+        Runtime rt(o);
+        EXPECT_EQ(greedy_ids(rt, model, "the dog", 12), expected);
+        EXPECT_TRUE(rt.backends()[0]->healthy());
+    }
+    {
+        // From the 5th call on it always fails: after 3 failed steps in a
+        // row it is unhealthy, and the placement leaves it out.
+        RuntimeOptions o;
+        o.manifest = manifest("fail_from = \"5\"");
+        Runtime rt(o);
+        EXPECT_EQ(greedy_ids(rt, model, "the dog", 12), expected);
+        EXPECT_FALSE(rt.backends()[0]->healthy());
+        auto m = Model::load(rt, model);
+        Session s(rt, m);
+        s.decode(m->tokenizer().encode("the dog", true));
+        EXPECT_NE(s.placement_summary().find("partial/adder0: no nodes"), std::string::npos)
+            << s.placement_summary();
+        EXPECT_NE(s.placement_summary().find("unhealthy after 3 failed steps"), std::string::npos)
+            << s.placement_summary();
+    }
+}
+
 TEST(PluginArchitecture, GraphSplitsAcrossBackendsWithIdenticalTokens) {
     TempDir dir;
     const auto model = write_small_model(dir);

@@ -1,8 +1,13 @@
 /* A backend that runs only ADD on f32 tensors of equal shape, so the
  * scheduler must split every layer between it and the next backend. Its
- * results must equal the cpu backend's exactly. Plain C on purpose. */
+ * results must equal the cpu backend's exactly. Plain C on purpose.
+ *
+ * Failure injection, by [[backend]] options: fail_every = "N" fails every
+ * Nth graph_compute call, fail_from = "N" every call from the Nth on (an
+ * error status and message, nothing computed). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dwell/backend.h"
 #include "dwell/plugin.h"
@@ -10,6 +15,9 @@
 struct dwell_backend_context {
     char error[128];
     long adds_run;
+    long calls;
+    long fail_every;
+    long fail_from;
 };
 
 static char g_error[128];
@@ -52,11 +60,14 @@ static dwell_status context_create(void* self, uint32_t device, const dwell_opti
                                    dwell_backend_context** out) {
     (void)self;
     (void)device;
-    (void)options;
-    (void)n_options;
     (void)host;
     *out = calloc(1, sizeof **out);
-    return *out ? DWELL_OK : DWELL_ERR_OUT_OF_MEMORY;
+    if (!*out) return DWELL_ERR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n_options; ++i) {
+        if (strcmp(options[i].key, "fail_every") == 0) (*out)->fail_every = atol(options[i].value);
+        if (strcmp(options[i].key, "fail_from") == 0) (*out)->fail_from = atol(options[i].value);
+    }
+    return DWELL_OK;
 }
 
 static void context_destroy(dwell_backend_context* ctx) {
@@ -88,6 +99,12 @@ static int32_t supports_op(dwell_backend_context* ctx, const dwell_graph* g, int
 
 static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* g,
                                   const int32_t* ids, size_t n_ids) {
+    ctx->calls++;
+    if ((ctx->fail_every > 0 && ctx->calls % ctx->fail_every == 0) ||
+        (ctx->fail_from > 0 && ctx->calls >= ctx->fail_from)) {
+        snprintf(ctx->error, sizeof ctx->error, "injected failure (call %ld)", ctx->calls);
+        return DWELL_ERR_INTERNAL;
+    }
     for (size_t i = 0; i < n_ids; ++i) {
         if (!supports_op(ctx, g, ids[i])) {
             snprintf(ctx->error, sizeof ctx->error, "node %d is not an add of equal f32 shapes",

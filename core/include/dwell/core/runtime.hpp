@@ -59,6 +59,13 @@ public:
     // threads take this around every call into it.
     std::mutex& mutex() const { return mutex_; }
 
+    // Step outcomes, for the scheduler: a backend that failed this many
+    // steps in a row is unhealthy and gets no more nodes.
+    static constexpr int kMaxConsecutiveFailures = 3;
+    void note_failure() const { consecutive_failures_.fetch_add(1); }
+    void note_success() const { consecutive_failures_.store(0); }
+    bool healthy() const { return consecutive_failures_.load() < kMaxConsecutiveFailures; }
+
 private:
     std::shared_ptr<LoadedPlugin> plugin_;
     uint32_t device_;
@@ -66,6 +73,7 @@ private:
     dwell_backend_context* ctx_;
     ManifestBackend entry_;
     mutable std::mutex mutex_;
+    mutable std::atomic<int> consecutive_failures_{0};
 };
 
 // What happened to each [[backend]] entry of the manifest.

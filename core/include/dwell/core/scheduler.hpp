@@ -36,7 +36,11 @@ public:
 
     Placement place(Graph& graph) const;  // throws when a node can run nowhere
     // Throws naming backend and node. With `weights`, each split runs in
-    // segments whose streamed weights it makes resident first.
+    // segments whose streamed weights it makes resident first. A backend
+    // that fails a split does not end the step: its nodes run on the next
+    // backend that takes them (with a warning), and after
+    // Backend::kMaxConsecutiveFailures failed steps in a row it gets no
+    // more nodes.
     void run(Graph& graph, const Placement& placement, WeightStreamer* weights = nullptr) const;
     // A few lines for the log: which layers and ops run where, and why
     // anything fell back.
@@ -44,6 +48,10 @@ public:
 
 private:
     bool allowed(const Backend& backend, const dwell_node& node) const;
+    // Runs nodes [first, end) on other backends than `failed`, each on the
+    // first that takes it; throws when one can run nowhere else.
+    void run_elsewhere(const dwell_graph& cg, const Graph& graph, const Backend& failed,
+                       int32_t first, int32_t end, const std::string& why) const;
     std::vector<Backend*> backends_;
     bool strict_;
 };
