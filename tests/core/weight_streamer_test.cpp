@@ -120,10 +120,29 @@ protected:
         return 2 * static_cast<uint64_t>(4 * kRowLen * kRows);  // two tensors, 4 KiB-aligned
     }
 
+    // A streamer over the pack written with `c`, with `slots` slots' worth of
+    // budget (plus the staging it needs), no auto-pinning and `prefetch`
+    // units read ahead. The pack's source and the pool live in the fixture.
+    WeightStreamer& stream(PackCompression c, uint64_t slots, int32_t prefetch) {
+        ws_.reset();
+        src_ = open_pack_source(write(c), {}, TensorData::Deferred);
+        pool_ = std::make_unique<MemoryPool>(16384, 0);
+        WeightStreamOptions o;
+        o.budget_bytes = slots * unit_bytes() + staging(c);
+        o.pin_auto = false;
+        o.prefetch = prefetch;
+        ws_ = std::make_unique<WeightStreamer>(*src_, names_, o, *pool_);
+        build_graph();
+        return *ws_;
+    }
+
     fs::path dir_;
     std::vector<std::string> names_;
     std::map<std::string, std::vector<uint8_t>> contents_;
     std::unique_ptr<Graph> graph_;
+    std::unique_ptr<PackSource> src_;
+    std::unique_ptr<MemoryPool> pool_;
+    std::unique_ptr<WeightStreamer> ws_;  // last: borrows src_ and pool_
 };
 
 std::vector<std::string> cycle(int passes) {
@@ -139,15 +158,7 @@ std::vector<std::string> cycle(int passes) {
 TEST_F(WeightStreamerTest, RawAndZstdUnitsReadOncePerPassInModelOrder) {
     for (PackCompression c : {PackCompression::None, PackCompression::Zstd}) {
         SCOPED_TRACE(c == PackCompression::Zstd ? "zstd" : "raw");
-        const fs::path p = write(c);
-        const auto src = open_pack_source(p, {}, TensorData::Deferred);
-        MemoryPool pool(16384, 0);
-        WeightStreamOptions o;
-        o.budget_bytes = 3 * unit_bytes() + staging(c);  // 3 slots
-        o.pin_auto = false;
-        o.prefetch = 2;
-        WeightStreamer ws(*src, names_, o, pool);
-        build_graph();
+        WeightStreamer& ws = stream(c, 3, 2);
         for (int i = 0; i < 3; ++i) pass(ws);
         const WeightStreamStats s = ws.stats();
         EXPECT_EQ(s.pinned_units, 0);
@@ -166,21 +177,14 @@ TEST_F(WeightStreamerTest, RawAndZstdUnitsReadOncePerPassInModelOrder) {
             EXPECT_GE(s.bytes_read, 3 * s.streamed_bytes);
         }
         // The slots and the staging buffer are all the pool holds.
-        EXPECT_EQ(pool.stats().used_by[static_cast<int>(MemoryUse::Weights)], s.resident_bytes);
+        EXPECT_EQ(pool_->stats().used_by[static_cast<int>(MemoryUse::Weights)], s.resident_bytes);
     }
 }
 
 TEST_F(WeightStreamerTest, EvictsTheLeastRecentlyComputedUnit) {
-    const fs::path p = write(PackCompression::None);
-    const auto src = open_pack_source(p, {}, TensorData::Deferred);
-    MemoryPool pool(16384, 0);
-    WeightStreamOptions o;
-    o.budget_bytes = 3 * unit_bytes();
-    o.pin_auto = false;
-    o.prefetch = 0;  // every read on demand: the order is the acquire order
-    WeightStreamer ws(*src, names_, o, pool);
+    // No read-ahead: every read on demand, so the order is the acquire order.
+    WeightStreamer& ws = stream(PackCompression::None, 3, 0);
     ASSERT_EQ(ws.stats().slots, 3);
-    build_graph();
     // Nodes 1-2 are layer 0, 3-4 layer 1, 5-6 layer 2, 7-8 layer 3.
     const dwell_graph& cg = graph_->c_graph();
     const auto layer = [&](int l) {
@@ -265,15 +269,8 @@ TEST_F(WeightStreamerTest, ABudgetBelowOneLayerIsRefusedSayingWhatIsNeeded) {
 TEST_F(WeightStreamerTest, APackTruncatedMidStreamFailsCleanly) {
     for (PackCompression c : {PackCompression::None, PackCompression::Zstd}) {
         SCOPED_TRACE(c == PackCompression::Zstd ? "zstd" : "raw");
-        const fs::path p = write(c);
-        const auto src = open_pack_source(p, {}, TensorData::Deferred);
-        MemoryPool pool(16384, 0);
-        WeightStreamOptions o;
-        o.budget_bytes = 2 * unit_bytes() + staging(c);
-        o.pin_auto = false;
-        o.prefetch = 0;
-        WeightStreamer ws(*src, names_, o, pool);
-        build_graph();
+        WeightStreamer& ws = stream(c, 2, 0);
+        const fs::path p = src_->path();
         pass(ws);
         fs::resize_file(p, fs::file_size(p) / 2);
         try {
