@@ -9,6 +9,7 @@
 // backend, the reference implementation, must accept every case. A new
 // backend adds its plugin name to kBackends and runs this first.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -33,7 +34,9 @@ namespace fs = std::filesystem;
 // Plugin names; "opencl_adreno" is the opencl plugin with its Adreno-tuned
 // set forced (it runs on any OpenCL device: fp16 dequantization falls back
 // to f32 where cl_khr_fp16 is missing).
-const char* const kBackends[] = {"cpu", "opencl", "opencl_adreno"};
+// "hexagon" runs through the libcdsprpc.so test double (the DSP-side
+// kernels, built natively, play the DSP).
+const char* const kBackends[] = {"cpu", "opencl", "opencl_adreno", "hexagon"};
 
 // One case: builds its graph (one node, the last) and the expected output.
 struct Case {
@@ -539,6 +542,10 @@ protected:
             if (b == "cpu") m << "options = { threads = \"2\" }\n";
             if (adreno) m << "options = { kernels = \"adreno\" }\n";
         }
+#ifdef DWELL_TEST_FAKE_CDSPRPC
+        if (GetParam().backend == "hexagon")
+            ::setenv("DWELL_HEXAGON_FASTRPC_LIB", DWELL_TEST_FAKE_CDSPRPC, 1);
+#endif
         RuntimeOptions o;
         o.manifest = manifest;
         o.require_backend = false;

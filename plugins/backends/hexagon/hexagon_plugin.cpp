@@ -1,0 +1,541 @@
+// The hexagon backend plugin, host side: speaks FastRPC to dwell's own
+// DSP-side kernels (dsp/), with no proprietary graph compiler.
+//
+// Probe: libcdsprpc.so (or $DWELL_HEXAGON_FASTRPC_LIB, for test doubles) is
+// loaded with dlopen; absent, the device is unavailable with the reason and
+// the manifest falls through. A context opens a session on the compute DSP
+// (remote_handle64_open of the skel's URI) and reads the DSP architecture.
+// Each graph_compute sends its nodes as one batch (dsp_protocol.h): the
+// activations are copied into an rpcmem buffer mapped to the DSP for the
+// call; weights are copied into rpcmem once and stay mapped. A failing or
+// late batch (an error status, or no answer within `timeout_ms`) returns a
+// status with the DSP's message, and the scheduler runs the step elsewhere.
+//
+// Thread-safety: probe calls from any thread; a context is used by one
+// thread at a time. Ownership: a context owns its session, its rpcmem
+// buffers and their mappings, and frees them all on destruction.
+#include <dwell/backend.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dsp_protocol.h"
+#include "fastrpc_api.hpp"
+
+namespace dwell::hexagon {
+namespace {
+
+constexpr const char* kPluginName = "hexagon";
+constexpr const char* kSkelUri =
+    "file:///libdwell_dsp_skel.so?dwell_dsp_skel_handle_invoke&_modver=1.0&_dom=cdsp";
+
+thread_local std::string g_plugin_error;
+
+std::string library_path() {
+    const char* env = std::getenv("DWELL_HEXAGON_FASTRPC_LIB");
+    return env && *env ? env : "libcdsprpc.so";
+}
+
+struct Probe {
+    const FastRpcApi* rpc = nullptr;
+    std::string why;
+};
+
+const Probe& probe() {
+    static const Probe p = [] {
+        Probe r;
+        r.rpc = load_fastrpc(library_path(), r.why);
+        return r;
+    }();
+    return p;
+}
+
+dwell_status fail_plugin(dwell_status st, std::string message) {
+    g_plugin_error = "hexagon plugin: " + std::move(message);
+    return st;
+}
+
+// One rpcmem allocation, mapped to the DSP while it lives.
+class SharedBuffer {
+public:
+    SharedBuffer(const FastRpcApi& rpc, size_t bytes) : rpc_(&rpc), bytes_(bytes) {
+        data_ = rpc.rpcmem_alloc(kRpcmemHeapSystem, kRpcmemDefaultFlags, static_cast<int>(bytes));
+        if (data_ == nullptr)
+            throw std::runtime_error("rpcmem_alloc of " + std::to_string(bytes) + " bytes failed");
+        fd_ = rpc.rpcmem_to_fd(data_);
+        if (fd_ < 0 || rpc.fastrpc_mmap(kCdspDomain, fd_, data_, 0, bytes, kFastrpcMapFd) != 0) {
+            rpc.rpcmem_free(data_);
+            throw std::runtime_error("mapping an rpcmem buffer to the DSP failed");
+        }
+    }
+    ~SharedBuffer() {
+        rpc_->fastrpc_munmap(kCdspDomain, fd_, data_, bytes_);
+        rpc_->rpcmem_free(data_);
+    }
+    SharedBuffer(const SharedBuffer&) = delete;
+    SharedBuffer& operator=(const SharedBuffer&) = delete;
+
+    uint8_t* data() const { return static_cast<uint8_t*>(data_); }
+    int fd() const { return fd_; }
+
+private:
+    const FastRpcApi* rpc_;
+    void* data_ = nullptr;
+    size_t bytes_;
+    int fd_ = -1;
+};
+
+}  // namespace
+}  // namespace dwell::hexagon
+
+struct dwell_backend_context {
+    const dwell::hexagon::FastRpcApi* rpc = nullptr;
+    dwell::hexagon::remote_handle64 session = 0;
+    bool open = false;
+    uint32_t arch = 0;
+    int timeout_ms = 2000;
+    std::string last_error;
+    // Weights copied to the DSP once, by address and size.
+    std::map<std::pair<const void*, uint64_t>, std::unique_ptr<dwell::hexagon::SharedBuffer>>
+        weights;
+    // A batch the DSP has not answered in time: its buffers stay alive
+    // until it does, and no new batch is sent meanwhile.
+    std::future<int> late;
+    std::unique_ptr<dwell::hexagon::SharedBuffer> late_arena;
+    std::unique_ptr<dwell_dsp_batch> late_batch;
+    std::unique_ptr<dwell_dsp_result> late_result;
+
+    ~dwell_backend_context() {
+        if (late.valid()) late.wait();
+        late_arena.reset();
+        late_batch.reset();
+        late_result.reset();
+        weights.clear();
+        if (open) rpc->remote_handle64_close(session);
+    }
+};
+
+namespace dwell::hexagon {
+namespace {
+
+const dwell_tensor& tensor(const dwell_graph* g, int32_t id) {
+    return *dwell_graph_tensor(g, id);
+}
+
+bool f32_contiguous(const dwell_tensor& t) {
+    return t.dtype == DWELL_F32 && dwell_tensor_is_contiguous(&t);
+}
+
+uint64_t bytes_of(const dwell_tensor& t) {
+    return static_cast<uint64_t>(dwell_tensor_nrows(&t)) * dwell_row_bytes(t.dtype, t.ne[0]);
+}
+
+// Why the DSP cannot take node `id`, or "" when it can.
+std::string check(const dwell_graph* g, int32_t id) {
+    const dwell_node* n = dwell_graph_node(g, id);
+    if (n == nullptr) return "no such node";
+    const dwell_tensor* out = dwell_graph_tensor(g, n->output);
+    if (out == nullptr || !f32_contiguous(*out)) return "the output must be contiguous F32";
+    const auto in = [&](int i) -> const dwell_tensor& { return tensor(g, n->inputs[i]); };
+    switch (n->op) {
+        case DWELL_OP_MATMUL: {
+            const dwell_tensor& w = in(0);
+            const bool q = w.dtype == DWELL_Q4_0 || w.dtype == DWELL_Q8_0;
+            if ((!q && w.dtype != DWELL_F32) || !dwell_tensor_is_contiguous(&w))
+                return std::string("weights ") + dwell_dtype_name(w.dtype) +
+                       " (dsp: f32, q8_0, q4_0)";
+            if (q && (w.ne[0] % 32 != 0 || w.ne[0] > 16384))
+                return "K must be a multiple of 32, at most 16384";
+            return f32_contiguous(in(1)) ? "" : "x must be contiguous F32";
+        }
+        case DWELL_OP_RMS_NORM:
+            return f32_contiguous(in(0)) ? "" : "x must be contiguous F32";
+        case DWELL_OP_SWIGLU:
+            return f32_contiguous(in(0)) && f32_contiguous(in(1)) ? "" : "operands must be F32";
+        case DWELL_OP_ADD:
+        case DWELL_OP_MUL: {
+            if (!f32_contiguous(in(0)) || !f32_contiguous(in(1))) return "operands must be F32";
+            const int64_t a = dwell_tensor_nelements(&in(0)), b = dwell_tensor_nelements(&in(1));
+            return b == a || b == in(0).ne[0] ? "" : "in1 must match in0 or be one row";
+        }
+        case DWELL_OP_ROPE:
+            return f32_contiguous(in(0)) && in(1).dtype == DWELL_I32 ? "" : "rope operands";
+        default:
+            return std::string(dwell_op_name(n->op)) + " has no DSP kernel";
+    }
+}
+
+// Tensors some node of the graph writes: never weights.
+std::vector<bool> written_tensors(const dwell_graph* g) {
+    std::vector<bool> w(static_cast<size_t>(std::max(g->n_tensors, 0)), false);
+    for (int32_t i = 0; i < g->n_nodes; ++i) {
+        const dwell_node* n = dwell_graph_node(g, i);
+        if (n == nullptr) continue;
+        if (n->output >= 0 && n->output < g->n_tensors) w[static_cast<size_t>(n->output)] = true;
+        if (n->op == DWELL_OP_ATTENTION && n->n_inputs > 4) {
+            for (int k = 3; k <= 4; ++k)
+                if (n->inputs[k] >= 0 && n->inputs[k] < g->n_tensors)
+                    w[static_cast<size_t>(n->inputs[k])] = true;
+        }
+    }
+    return w;
+}
+
+dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int32_t* ids,
+                       size_t n_ids) {
+    const FastRpcApi& rpc = *c.rpc;
+    if (c.late.valid()) {
+        if (c.late.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+            c.last_error = "the DSP is still running a batch that timed out";
+            return DWELL_ERR_TIMEOUT;
+        }
+        c.late.get();
+        c.late_arena.reset();
+    }
+    const std::vector<bool> written = written_tensors(g);
+    // Activations: the host byte ranges the nodes read or write, merged
+    // where they overlap (views, reused arena memory), each copied into one
+    // shared arena so the DSP sees the same aliasing as the host; weights:
+    // their own buffers, copied once.
+    std::vector<std::pair<int32_t, bool>> touched;  // tensor id, is output
+    for (size_t i = 0; i < n_ids; ++i) {
+        const dwell_node& n = *dwell_graph_node(g, ids[i]);
+        for (int k = 0; k < n.n_inputs; ++k) touched.push_back({n.inputs[k], false});
+        touched.push_back({n.output, true});
+    }
+    auto batch = std::make_unique<dwell_dsp_batch>();
+    auto result = std::make_unique<dwell_dsp_result>();
+    batch->version = DWELL_DSP_PROTOCOL_VERSION;
+    // A matmul's weight that no node writes and whose buffer keeps it:
+    // copied to the DSP once. Everything else goes through the arena.
+    std::vector<bool> is_weight(written.size(), false);
+    for (size_t i = 0; i < n_ids; ++i) {
+        const dwell_node& n = *dwell_graph_node(g, ids[i]);
+        const int32_t w = n.inputs[0];
+        if (n.op == DWELL_OP_MATMUL && !written[static_cast<size_t>(w)] &&
+            (dwell_graph_tensor_flags(g, w) & DWELL_TENSOR_VOLATILE) == 0)
+            is_weight[static_cast<size_t>(w)] = true;
+    }
+    std::vector<std::pair<uint8_t*, uint8_t*>> ranges;
+    for (const auto& [id, out] : touched) {
+        const dwell_tensor& t = tensor(g, id);
+        if (is_weight[static_cast<size_t>(id)]) {
+            const auto key = std::make_pair(static_cast<const void*>(t.data), bytes_of(t));
+            if (!c.weights.count(key)) {
+                auto buf = std::make_unique<SharedBuffer>(rpc, bytes_of(t));
+                std::memcpy(buf->data(), t.data, bytes_of(t));
+                c.weights.emplace(key, std::move(buf));
+            }
+            continue;
+        }
+        auto* begin = static_cast<uint8_t*>(t.data);
+        ranges.push_back({begin, begin + bytes_of(t)});
+    }
+    std::sort(ranges.begin(), ranges.end());
+    struct Region {
+        uint8_t* begin;
+        uint8_t* end;
+        uint64_t offset;  // in the arena
+    };
+    std::vector<Region> regions;
+    uint64_t arena_bytes = 0;
+    for (const auto& [b, e] : ranges) {
+        if (!regions.empty() && b <= regions.back().end) {
+            regions.back().end = std::max(regions.back().end, e);
+            continue;
+        }
+        if (!regions.empty()) {
+            arena_bytes =
+                regions.back().offset +
+                (static_cast<uint64_t>(regions.back().end - regions.back().begin) + 63) / 64 * 64;
+        }
+        regions.push_back({b, e, arena_bytes});
+    }
+    if (!regions.empty()) {
+        arena_bytes = regions.back().offset +
+                      static_cast<uint64_t>(regions.back().end - regions.back().begin);
+    }
+    auto arena = std::make_unique<SharedBuffer>(rpc, std::max<uint64_t>(arena_bytes, 64));
+    const auto region_of = [&](const void* p) -> const Region& {
+        auto it = std::upper_bound(regions.begin(), regions.end(), static_cast<const uint8_t*>(p),
+                                   [](const uint8_t* x, const Region& r) { return x < r.begin; });
+        return *std::prev(it);
+    };
+    const auto ref = [&](int32_t id) {
+        const dwell_tensor& t = tensor(g, id);
+        if (is_weight[static_cast<size_t>(id)]) {
+            const auto& w = c.weights.at({t.data, bytes_of(t)});
+            return dwell_dsp_ref{w->fd(), 0};
+        }
+        const Region& r = region_of(t.data);
+        return dwell_dsp_ref{
+            arena->fd(),
+            static_cast<uint32_t>(r.offset +
+                                  static_cast<uint64_t>(static_cast<uint8_t*>(t.data) - r.begin))};
+    };
+    for (const Region& r : regions)
+        std::memcpy(arena->data() + r.offset, r.begin, static_cast<size_t>(r.end - r.begin));
+
+    for (size_t i = 0; i < n_ids; ++i) {
+        const dwell_node& n = *dwell_graph_node(g, ids[i]);
+        const dwell_tensor& out = tensor(g, n.output);
+        dwell_dsp_op& op = batch->ops[batch->n_ops++];
+        op = dwell_dsp_op{};
+        op.out = ref(n.output);
+        switch (n.op) {
+            case DWELL_OP_MATMUL: {
+                const dwell_tensor& w = tensor(g, n.inputs[0]);
+                op.kind = DWELL_DSP_MATMUL;
+                op.wtype = w.dtype == DWELL_F32 ? 0 : w.dtype;
+                op.k = static_cast<int32_t>(w.ne[0]);
+                op.n = static_cast<int32_t>(w.ne[1]);
+                op.m = static_cast<int32_t>(dwell_tensor_nrows(&tensor(g, n.inputs[1])));
+                op.w_row_bytes = w.nb[1];
+                op.w = ref(n.inputs[0]);
+                op.a = ref(n.inputs[1]);
+                break;
+            }
+            case DWELL_OP_RMS_NORM:
+                op.kind = DWELL_DSP_RMS_NORM;
+                op.k = static_cast<int32_t>(out.ne[0]);
+                op.n = static_cast<int32_t>(dwell_tensor_nrows(&out));
+                op.f0 = n.fparams[0];
+                op.a = ref(n.inputs[0]);
+                break;
+            case DWELL_OP_SWIGLU:
+            case DWELL_OP_ADD:
+            case DWELL_OP_MUL:
+                op.kind = n.op == DWELL_OP_SWIGLU ? DWELL_DSP_SWIGLU
+                          : n.op == DWELL_OP_ADD  ? DWELL_DSP_ADD
+                                                  : DWELL_DSP_MUL;
+                op.k = static_cast<int32_t>(dwell_tensor_nelements(&out));
+                op.b_len = static_cast<int32_t>(dwell_tensor_nelements(&tensor(g, n.inputs[1])));
+                op.a = ref(n.inputs[0]);
+                op.b = ref(n.inputs[1]);
+                break;
+            case DWELL_OP_ROPE: {
+                const dwell_tensor& x = tensor(g, n.inputs[0]);
+                const int32_t n_rot =
+                    n.iparams[1] > 0 ? n.iparams[1] : static_cast<int32_t>(x.ne[0]);
+                op.kind = DWELL_DSP_ROPE;
+                op.k = static_cast<int32_t>(x.ne[0]);
+                op.n = static_cast<int32_t>(x.ne[1]);
+                op.m = static_cast<int32_t>(x.ne[2]);
+                op.b_len = n_rot;
+                op.i0 = n.iparams[0] == DWELL_ROPE_NEOX;
+                // The DSP has no pow: theta advances by base^(-2 / n_rot) per pair.
+                op.f0 =
+                    static_cast<float>(std::pow(static_cast<double>(n.fparams[0]), -2.0 / n_rot));
+                op.f1 = n.fparams[1] != 0 ? n.fparams[1] : 1.0f;
+                op.a = ref(n.inputs[0]);
+                op.b = ref(n.inputs[1]);
+                break;
+            }
+            default:
+                c.last_error = std::string("no DSP kernel for ") + dwell_op_name(n.op);
+                return DWELL_ERR_UNSUPPORTED;
+        }
+    }
+
+    remote_arg args[2];
+    args[0].buf = {batch.get(), sizeof(dwell_dsp_batch)};
+    args[1].buf = {result.get(), sizeof(dwell_dsp_result)};
+    const remote_handle64 session = c.session;
+    auto invoke = std::async(std::launch::async, [&rpc, session, a0 = args[0], a1 = args[1]] {
+        remote_arg a[2] = {a0, a1};
+        return rpc.remote_handle64_invoke(session, remote_scalars(DWELL_DSP_METHOD_RUN, 1, 1), a);
+    });
+    if (invoke.wait_for(std::chrono::milliseconds(c.timeout_ms)) != std::future_status::ready) {
+        // Keep everything the DSP may still touch until it answers.
+        c.late = std::move(invoke);
+        c.late_arena = std::move(arena);
+        c.late_batch = std::move(batch);
+        c.late_result = std::move(result);
+        c.last_error = "the DSP did not answer within " + std::to_string(c.timeout_ms) + " ms";
+        return DWELL_ERR_TIMEOUT;
+    }
+    const int rc = invoke.get();
+    if (rc != 0) {
+        c.last_error = "remote_handle64_invoke failed with " + std::to_string(rc);
+        return DWELL_ERR_UNAVAILABLE;
+    }
+    if (result->status != 0) {
+        result->message[sizeof result->message - 1] = 0;
+        c.last_error =
+            "the DSP failed op " + std::to_string(result->failed_op) + ": " + result->message;
+        return DWELL_ERR_INTERNAL;
+    }
+    // Each output's bytes back to the host (in node order: a later write to
+    // shared memory wins, as it would have on the host).
+    for (size_t i = 0; i < n_ids; ++i) {
+        const dwell_tensor& out = tensor(g, dwell_graph_node(g, ids[i])->output);
+        const Region& r = region_of(out.data);
+        std::memcpy(out.data,
+                    arena->data() + r.offset + (static_cast<uint8_t*>(out.data) - r.begin),
+                    bytes_of(out));
+    }
+    return DWELL_OK;
+}
+
+// ---------------------------------------------------------------------------
+// The vtable
+
+dwell_status device_count(void*, uint32_t* count) {
+    if (count == nullptr) return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "null count");
+    *count = 1;
+    return DWELL_OK;
+}
+
+dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
+    if (info == nullptr || index != 0)
+        return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "no such device");
+    const Probe& p = probe();
+    if (DWELL_HAS_FIELD(info, dwell_device_info, name)) info->name = "cdsp0";
+    if (DWELL_HAS_FIELD(info, dwell_device_info, description))
+        info->description = "Hexagon compute DSP over FastRPC";
+    if (DWELL_HAS_FIELD(info, dwell_device_info, kind)) info->kind = DWELL_DEVICE_DSP;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, hardware_id)) info->hardware_id = "hexagon:cdsp";
+    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_total)) info->memory_total = 0;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_free)) info->memory_free = 0;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, buffer_kind))
+        info->buffer_kind = DWELL_BUFFER_DMABUF;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, available)) info->available = p.rpc != nullptr;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, unavailable_reason))
+        info->unavailable_reason = p.rpc != nullptr ? nullptr : p.why.c_str();
+    info->struct_size =
+        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_device_info)));
+    return DWELL_OK;
+}
+
+const char* last_error(void*) {
+    return g_plugin_error.empty() ? "no message" : g_plugin_error.c_str();
+}
+
+void context_destroy(dwell_backend_context* c) {
+    std::unique_ptr<dwell_backend_context> owned(c);  // released to the host by context_create
+}
+
+dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
+                            const dwell_host_services*, dwell_backend_context** out) {
+    if (out == nullptr || device != 0)
+        return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "no such device");
+    const Probe& p = probe();
+    if (p.rpc == nullptr) return fail_plugin(DWELL_ERR_UNAVAILABLE, p.why);
+    auto c = std::make_unique<dwell_backend_context>();
+    c->rpc = p.rpc;
+    for (size_t i = 0; i < n_options; ++i) {
+        const std::string key = options[i].key ? options[i].key : "";
+        const std::string value = options[i].value ? options[i].value : "";
+        if (key == "timeout_ms") {
+            c->timeout_ms = std::atoi(value.c_str());
+            if (c->timeout_ms <= 0)
+                return fail_plugin(
+                    DWELL_ERR_INVALID_ARGUMENT,
+                    "option 'timeout_ms' must be a positive integer, got '" + value + "'");
+        } else if (key != "threads" && key != "affinity") {
+            return fail_plugin(DWELL_ERR_INVALID_ARGUMENT,
+                               "unknown hexagon backend option '" + key + "' (known: timeout_ms)");
+        }
+    }
+    remote_dsp_capability cap{static_cast<uint32_t>(kCdspDomain), kAttributeArchVer, 0};
+    if (p.rpc->remote_handle_control(kDspRpcGetDspInfo, &cap, sizeof cap) == 0)
+        c->arch = cap.capability;
+    if (p.rpc->remote_handle64_open(kSkelUri, &c->session) != 0) {
+        return fail_plugin(
+            DWELL_ERR_UNAVAILABLE,
+            "opening a session on the compute DSP failed (is libdwell_dsp_skel.so installed?)");
+    }
+    c->open = true;
+    *out = c.release();
+    return DWELL_OK;
+}
+
+const char* context_last_error(dwell_backend_context* c) {
+    return c == nullptr || c->last_error.empty() ? "no message" : c->last_error.c_str();
+}
+
+int32_t supports_op(dwell_backend_context* c, const dwell_graph* g, int32_t node) {
+    try {
+        const std::string why = check(g, node);
+        if (why.empty()) return 1;
+        if (c != nullptr) c->last_error = why;
+        return 0;
+    } catch (...) {
+        return 0;
+    }
+}
+
+dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const int32_t* ids,
+                           size_t n_ids) {
+    if (c == nullptr || g == nullptr || (n_ids > 0 && ids == nullptr))
+        return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "graph_compute: null argument");
+    try {
+        for (size_t start = 0; start < n_ids; start += DWELL_DSP_MAX_OPS) {
+            for (size_t i = start; i < std::min(n_ids, start + DWELL_DSP_MAX_OPS); ++i) {
+                const std::string why = check(g, ids[i]);
+                if (!why.empty()) {
+                    c->last_error = "node " + std::to_string(ids[i]) + ": " + why;
+                    return DWELL_ERR_UNSUPPORTED;
+                }
+            }
+            const dwell_status st =
+                run_batch(*c, g, ids + start, std::min<size_t>(DWELL_DSP_MAX_OPS, n_ids - start));
+            if (st != DWELL_OK) return st;
+        }
+        return DWELL_OK;
+    } catch (const std::exception& e) {
+        c->last_error = e.what();
+        return DWELL_ERR_OUT_OF_MEMORY;
+    }
+}
+
+dwell_backend_plugin make_vtable() {
+    dwell_backend_plugin v{};
+    v.struct_size = sizeof v;
+    v.device_count = device_count;
+    v.device_info = device_info;
+    v.last_error = last_error;
+    v.context_create = context_create;
+    v.context_destroy = context_destroy;
+    v.context_last_error = context_last_error;
+    v.supports_op = supports_op;
+    v.graph_compute = graph_compute;
+    return v;
+}
+
+}  // namespace
+}  // namespace dwell::hexagon
+
+extern "C" DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host,
+                                                               dwell_plugin_info* info) {
+    if (info == nullptr || !DWELL_HAS_FIELD(info, dwell_plugin_info, abi_minor))
+        return DWELL_ERR_INVALID_ARGUMENT;
+    static const dwell_backend_plugin vtable = dwell::hexagon::make_vtable();
+    info->abi_major = DWELL_ABI_MAJOR;
+    info->abi_minor = DWELL_ABI_MINOR;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, name)) info->name = dwell::hexagon::kPluginName;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, version)) info->version = "0.1.0";
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, description))
+        info->description = "Hexagon DSP backend over FastRPC";
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, kind)) info->kind = DWELL_PLUGIN_BACKEND;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, model)) info->model = nullptr;
+    if (DWELL_HAS_FIELD(info, dwell_plugin_info, error)) info->error = nullptr;
+    info->struct_size =
+        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_plugin_info)));
+    if (host == nullptr || !DWELL_HAS_FIELD(host, dwell_host_services, abi_minor) ||
+        host->abi_major != DWELL_ABI_MAJOR || !DWELL_HAS_FIELD(info, dwell_plugin_info, backend)) {
+        if (DWELL_HAS_FIELD(info, dwell_plugin_info, error))
+            info->error = "hexagon plugin: the host's ABI major version differs";
+        return DWELL_ERR_ABI_MISMATCH;
+    }
+    info->backend = &vtable;
+    return DWELL_OK;
+}
