@@ -21,14 +21,11 @@ namespace {
 
 #ifdef DWELL_TEST_FAKE_CDSPRPC
 
-class HexagonDouble : public ::testing::Test {
+class HexagonDouble : public Stories260KReference {
 protected:
     void SetUp() override {
-        model_ = model_path("stories260K.gguf");
-        if (model_.empty()) GTEST_SKIP() << "stories260K.gguf not found in " << models_dir();
-        const auto md = reference_dir() / "stories260K.md";
-        if (!std::filesystem::exists(md)) GTEST_SKIP() << "reference " << md << " not found";
-        ref_ = load_reference(md);
+        Stories260KReference::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
         ::setenv("DWELL_HEXAGON_FASTRPC_LIB", DWELL_TEST_FAKE_CDSPRPC, 1);
         ::unsetenv("DWELL_FAKE_DSP_FAIL");
         double_ = ::dlopen(DWELL_TEST_FAKE_CDSPRPC, RTLD_NOW);
@@ -70,8 +67,6 @@ protected:
     }
 
     TempDir dir_;
-    std::filesystem::path model_;
-    Reference ref_;
     void* double_ = nullptr;
 };
 

@@ -168,4 +168,13 @@ Reference load_reference(const std::filesystem::path& md) {
     return ref;
 }
 
+void Stories260KReference::SetUp() {
+    model_ = model_path("stories260K.gguf");
+    if (model_.empty()) GTEST_SKIP() << "stories260K.gguf not found in " << models_dir();
+    const auto md = reference_dir() / "stories260K.md";
+    if (!std::filesystem::exists(md)) GTEST_SKIP() << "reference " << md << " not found";
+    ref_ = load_reference(md);
+    ASSERT_GE(ref_.cases.size(), 2u) << "could not parse " << md;
+}
+
 }  // namespace dwell::test

@@ -2,6 +2,8 @@
 // plugins, greedy generation, running the `dwell` binary, temp files.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -56,6 +58,15 @@ struct Reference {
 };
 
 Reference load_reference(const std::filesystem::path& md);
+
+// A test against stories260K and its llama.cpp reference: SetUp fills
+// model_ and ref_, or skips saying which file is missing.
+class Stories260KReference : public ::testing::Test {
+protected:
+    void SetUp() override;
+    std::filesystem::path model_;
+    Reference ref_;
+};
 
 struct CommandResult {
     int exit_code = -1;

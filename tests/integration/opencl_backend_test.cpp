@@ -46,17 +46,8 @@ RuntimeOptions opencl_first(const TempDir& dir, const std::string& opencl_layers
         if (!selected) GTEST_SKIP() << "no usable OpenCL device: " << why;       \
     } while (0)
 
-class OpenClStories260K : public ::testing::Test {
+class OpenClStories260K : public Stories260KReference {
 protected:
-    void SetUp() override {
-        model_ = model_path("stories260K.gguf");
-        if (model_.empty()) GTEST_SKIP() << "stories260K.gguf not found in " << models_dir();
-        const auto md = reference_dir() / "stories260K.md";
-        if (!std::filesystem::exists(md)) GTEST_SKIP() << "reference " << md << " not found";
-        ref_ = load_reference(md);
-        ASSERT_GE(ref_.cases.size(), 2u);
-    }
-
     void expect_reference(const std::string& layers, const std::string& placed_on_opencl,
                           bool cpu_has_nodes) {
         Runtime rt(opencl_first(dir_, layers));
@@ -80,8 +71,6 @@ protected:
     }
 
     TempDir dir_;
-    std::filesystem::path model_;
-    Reference ref_;
 };
 
 TEST_F(OpenClStories260K, AllLayersOnOpenClMatchLlamaCpp) {

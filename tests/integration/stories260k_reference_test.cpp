@@ -17,35 +17,29 @@
 namespace dwell::test {
 namespace {
 
-class Stories260K : public ::testing::Test {
+class Stories260K : public Stories260KReference {
 protected:
     void SetUp() override {
-        model_path_ = model_path("stories260K.gguf");
-        if (model_path_.empty()) GTEST_SKIP() << "stories260K.gguf not found in " << models_dir();
-        const auto md = reference_dir() / "stories260K.md";
-        if (!std::filesystem::exists(md)) GTEST_SKIP() << "reference " << md << " not found";
-        ref_ = load_reference(md);
-        ASSERT_GE(ref_.cases.size(), 2u) << "could not parse " << md;
+        Stories260KReference::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
         ASSERT_FALSE(ref_.bos_only_text.empty());
     }
-    std::filesystem::path model_path_;
-    Reference ref_;
 };
 
 TEST_F(Stories260K, GreedyContinuationsMatchLlamaCpp) {
     Runtime runtime;
     for (const auto& c : ref_.cases) {
         const int32_t n_prompt = static_cast<int32_t>(
-            Model::load(runtime, model_path_)->tokenizer().encode(c.prompt, true).size());
+            Model::load(runtime, model_)->tokenizer().encode(c.prompt, true).size());
         const int32_t n_gen = static_cast<int32_t>(c.full_ids.size()) - n_prompt;
-        const auto ids = greedy_ids(runtime, model_path_, c.prompt, n_gen);
+        const auto ids = greedy_ids(runtime, model_, c.prompt, n_gen);
         EXPECT_EQ(ids, c.full_ids) << "prompt: " << c.prompt;
     }
 }
 
 TEST_F(Stories260K, NextTokenLogitsMatchLlamaCpp) {
     Runtime runtime;
-    auto model = Model::load(runtime, model_path_);
+    auto model = Model::load(runtime, model_);
     // The reference prints 4 decimals and was made with exact (F32) keys and
     // values: dwell in that mode agrees to the last digit. An F16 cache
     // rounds keys, values, queries and attention weights, as llama.cpp's F16
@@ -72,7 +66,7 @@ TEST_F(Stories260K, NearTiesAndByteFallbackPromptsMatchLlamaCpp) {
                      "tests/integration/data/stories260k_llamacpp_greedy.jsonl");
     ASSERT_TRUE(in) << "reference data missing";
     Runtime runtime;
-    auto model = Model::load(runtime, model_path_);
+    auto model = Model::load(runtime, model_);
     int checked = 0;
     for (std::string line; std::getline(in, line);) {
         const auto j = nlohmann::json::parse(line);
@@ -80,7 +74,7 @@ TEST_F(Stories260K, NearTiesAndByteFallbackPromptsMatchLlamaCpp) {
         const std::vector<int32_t> prompt_ids = model->tokenizer().encode(prompt, true);
         // Recorded with F32 caches (data/README.md): near ties need them.
         const auto ids =
-            greedy_ids(runtime, model_path_, prompt, j.at("n_predict").get<int32_t>(), DWELL_F32);
+            greedy_ids(runtime, model_, prompt, j.at("n_predict").get<int32_t>(), DWELL_F32);
         const std::vector<int32_t> generated(
             ids.begin() + static_cast<std::ptrdiff_t>(prompt_ids.size()), ids.end());
         StreamDecoder stream(model->tokenizer(), /*strip_leading_space=*/false);
@@ -95,8 +89,8 @@ TEST_F(Stories260K, NearTiesAndByteFallbackPromptsMatchLlamaCpp) {
 
 TEST_F(Stories260K, TwoHundredTokensFromBosMatchLlamaCpp) {
     Runtime runtime;
-    auto model = Model::load(runtime, model_path_);
-    const auto ids = greedy_ids(runtime, model_path_, "", 200);
+    auto model = Model::load(runtime, model_);
+    const auto ids = greedy_ids(runtime, model_, "", 200);
     ASSERT_EQ(ids.size(), 201u);
     const std::vector<int32_t> generated(ids.begin() + 1, ids.end());
     EXPECT_EQ(model->tokenizer().decode(generated), ref_.bos_only_text);
@@ -105,16 +99,16 @@ TEST_F(Stories260K, TwoHundredTokensFromBosMatchLlamaCpp) {
 TEST_F(Stories260K, CliStreamsTheSameText) {
     const auto& c = ref_.cases.front();
     const auto r =
-        run_dwell({"run", "-m", model_path_.string(), "-p", c.prompt, "-n", "32", "--temp", "0"});
+        run_dwell({"run", "-m", model_.string(), "-p", c.prompt, "-n", "32", "--temp", "0"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     Runtime runtime;
-    auto model = Model::load(runtime, model_path_);
+    auto model = Model::load(runtime, model_);
     const std::string expected = model->tokenizer().decode(c.full_ids);
     // stdout: the prompt, then the continuation, then a newline.
     EXPECT_EQ(r.out, expected + "\n");
     EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
 
-    const auto bos = run_dwell({"run", "-m", model_path_.string(), "-n", "200", "--temp", "0"});
+    const auto bos = run_dwell({"run", "-m", model_.string(), "-n", "200", "--temp", "0"});
     ASSERT_EQ(bos.exit_code, 0) << bos.err;
     EXPECT_EQ(bos.out, ref_.bos_only_text + "\n");
 }
@@ -122,7 +116,7 @@ TEST_F(Stories260K, CliStreamsTheSameText) {
 TEST_F(Stories260K, BatchedPromptEqualsTokenByToken) {
     // The prompt in one batch, or fed one token at a time, gives the same logits.
     Runtime runtime;
-    auto model = Model::load(runtime, model_path_);
+    auto model = Model::load(runtime, model_);
     const auto prompt = model->tokenizer().encode("Lily went to the park", true);
     Session batched(runtime, model);
     const auto a = batched.decode(prompt);
