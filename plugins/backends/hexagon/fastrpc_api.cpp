@@ -6,6 +6,8 @@
 #include <memory>
 #include <mutex>
 
+#include "backend_plugin_kit.hpp"
+
 namespace dwell::hexagon {
 
 namespace {
@@ -18,9 +20,7 @@ struct Loaded {
 
 template <typename F>
 bool resolve(void* lib, const char* name, F& slot, std::string& why) {
-    slot = reinterpret_cast<F>(::dlsym(lib, name));
-    if (slot == nullptr) why = "the FastRPC library lacks " + std::string(name);
-    return slot != nullptr;
+    return plugin_kit::resolve_symbol(lib, name, slot, why, "FastRPC");
 }
 
 Loaded load(const std::string& library) {

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_plugin_kit.hpp"
 #include "dsp_protocol.h"
 #include "fastrpc_api.hpp"
 
@@ -173,22 +174,6 @@ std::string check(const dwell_graph* g, int32_t id) {
     }
 }
 
-// Tensors some node of the graph writes: never weights.
-std::vector<bool> written_tensors(const dwell_graph* g) {
-    std::vector<bool> w(static_cast<size_t>(std::max(g->n_tensors, 0)), false);
-    for (int32_t i = 0; i < g->n_nodes; ++i) {
-        const dwell_node* n = dwell_graph_node(g, i);
-        if (n == nullptr) continue;
-        if (n->output >= 0 && n->output < g->n_tensors) w[static_cast<size_t>(n->output)] = true;
-        if (n->op == DWELL_OP_ATTENTION && n->n_inputs > 4) {
-            for (int k = 3; k <= 4; ++k)
-                if (n->inputs[k] >= 0 && n->inputs[k] < g->n_tensors)
-                    w[static_cast<size_t>(n->inputs[k])] = true;
-        }
-    }
-    return w;
-}
-
 dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int32_t* ids,
                        size_t n_ids) {
     const FastRpcApi& rpc = *c.rpc;
@@ -200,7 +185,7 @@ dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int
         c.late.get();
         c.late_arena.reset();
     }
-    const std::vector<bool> written = written_tensors(g);
+    const std::vector<bool> written = plugin_kit::written_tensors(g);
     // Activations: the host byte ranges the nodes read or write, merged
     // where they overlap (views, reused arena memory), each copied into one
     // shared arena so the DSP sees the same aliasing as the host; weights:
@@ -463,14 +448,7 @@ const char* context_last_error(dwell_backend_context* c) {
 }
 
 int32_t supports_op(dwell_backend_context* c, const dwell_graph* g, int32_t node) {
-    try {
-        const std::string why = check(g, node);
-        if (why.empty()) return 1;
-        if (c != nullptr) c->last_error = why;
-        return 0;
-    } catch (...) {
-        return 0;
-    }
+    return plugin_kit::supports_via(c, g, node, check);
 }
 
 dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const int32_t* ids,
@@ -516,26 +494,8 @@ dwell_backend_plugin make_vtable() {
 
 extern "C" DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host,
                                                                dwell_plugin_info* info) {
-    if (info == nullptr || !DWELL_HAS_FIELD(info, dwell_plugin_info, abi_minor))
-        return DWELL_ERR_INVALID_ARGUMENT;
     static const dwell_backend_plugin vtable = dwell::hexagon::make_vtable();
-    info->abi_major = DWELL_ABI_MAJOR;
-    info->abi_minor = DWELL_ABI_MINOR;
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, name)) info->name = dwell::hexagon::kPluginName;
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, version)) info->version = "0.1.0";
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, description))
-        info->description = "Hexagon DSP backend over FastRPC";
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, kind)) info->kind = DWELL_PLUGIN_BACKEND;
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, model)) info->model = nullptr;
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, error)) info->error = nullptr;
-    info->struct_size =
-        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_plugin_info)));
-    if (host == nullptr || !DWELL_HAS_FIELD(host, dwell_host_services, abi_minor) ||
-        host->abi_major != DWELL_ABI_MAJOR || !DWELL_HAS_FIELD(info, dwell_plugin_info, backend)) {
-        if (DWELL_HAS_FIELD(info, dwell_plugin_info, error))
-            info->error = "hexagon plugin: the host's ABI major version differs";
-        return DWELL_ERR_ABI_MISMATCH;
-    }
-    info->backend = &vtable;
-    return DWELL_OK;
+    return dwell::plugin_kit::describe_backend(
+        host, info, dwell::hexagon::kPluginName, "0.1.0", "Hexagon DSP backend over FastRPC",
+        &vtable, "hexagon plugin: the host's ABI major version differs");
 }

@@ -4,6 +4,8 @@
 
 #include <mutex>
 
+#include "backend_plugin_kit.hpp"
+
 namespace dwell::opencl {
 
 namespace {
@@ -16,9 +18,7 @@ struct Loaded {
 
 template <typename F>
 bool resolve(void* lib, const char* name, F& slot, std::string& why) {
-    slot = reinterpret_cast<F>(::dlsym(lib, name));
-    if (slot == nullptr) why = std::string("the OpenCL library lacks ") + name;
-    return slot != nullptr;
+    return plugin_kit::resolve_symbol(lib, name, slot, why, "OpenCL");
 }
 
 Loaded load() {

@@ -29,6 +29,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend_plugin_kit.hpp"
 #include "cl_api.hpp"
 #include "kernels_adreno_source.hpp"
 #include "kernels_portable_source.hpp"
@@ -840,14 +841,7 @@ const char* context_last_error(dwell_backend_context* c) {
 }
 
 int32_t supports_op(dwell_backend_context* c, const dwell_graph* g, int32_t node) {
-    try {
-        const std::string why = check(g, node);
-        if (why.empty()) return 1;
-        if (c != nullptr) c->last_error = why;
-        return 0;
-    } catch (...) {
-        return 0;
-    }
+    return plugin_kit::supports_via(c, g, node, check);
 }
 
 dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const int32_t* ids,
@@ -855,22 +849,7 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
     if (c == nullptr || g == nullptr || (n_ids > 0 && ids == nullptr)) {
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "graph_compute: null argument");
     }
-    // Tensors some node writes (outputs, and the caches ATTENTION fills):
-    // never weights, so never rearranged and kept.
-    std::vector<bool> written(static_cast<size_t>(std::max(g->n_tensors, 0)), false);
-    for (int32_t i = 0; i < g->n_nodes; ++i) {
-        const dwell_node* node = dwell_graph_node(g, i);
-        if (node == nullptr) continue;
-        const auto mark = [&](int32_t t) {
-            if (t >= 0 && t < g->n_tensors) written[static_cast<size_t>(t)] = true;
-        };
-        mark(node->output);
-        if (node->op == DWELL_OP_ATTENTION && node->n_inputs > 4) {
-            mark(node->inputs[3]);
-            const dwell_tensor* in4 = dwell_graph_tensor(g, node->inputs[4]);
-            if (in4 != nullptr && in4->dtype != DWELL_I32) mark(node->inputs[4]);
-        }
-    }
+    const std::vector<bool> written = plugin_kit::written_tensors(g);
     for (size_t i = 0; i < n_ids; ++i) {
         const std::string why = check(g, ids[i]);
         if (!why.empty()) {
@@ -937,29 +916,11 @@ dwell_backend_plugin make_vtable() {
 }
 
 dwell_status query(const dwell_host_services* host, dwell_plugin_info* info) {
-    if (info == nullptr || !DWELL_HAS_FIELD(info, dwell_plugin_info, abi_minor)) {
-        return DWELL_ERR_INVALID_ARGUMENT;
-    }
     static const dwell_backend_plugin vtable = make_vtable();
-    info->abi_major = DWELL_ABI_MAJOR;
-    info->abi_minor = DWELL_ABI_MINOR;
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, name)) info->name = kPluginName;
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, version)) info->version = kPluginVersion;
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, description))
-        info->description = "OpenCL backend: portable OpenCL C 1.2 kernels";
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, kind)) info->kind = DWELL_PLUGIN_BACKEND;
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, model)) info->model = nullptr;
-    if (DWELL_HAS_FIELD(info, dwell_plugin_info, error)) info->error = nullptr;
-    info->struct_size =
-        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_plugin_info)));
-    if (host == nullptr || !DWELL_HAS_FIELD(host, dwell_host_services, abi_minor) ||
-        host->abi_major != DWELL_ABI_MAJOR || !DWELL_HAS_FIELD(info, dwell_plugin_info, backend)) {
-        if (DWELL_HAS_FIELD(info, dwell_plugin_info, error))
-            info->error = "opencl plugin: the host's ABI major version differs";
-        return DWELL_ERR_ABI_MISMATCH;
-    }
-    info->backend = &vtable;
-    return DWELL_OK;
+    return plugin_kit::describe_backend(host, info, kPluginName, kPluginVersion,
+                                        "OpenCL backend: portable and Adreno-tuned kernels",
+                                        &vtable,
+                                        "opencl plugin: the host's ABI major version differs");
 }
 
 }  // namespace
