@@ -17,6 +17,7 @@
 #include <dwell/backend.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -330,13 +331,18 @@ dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int
         }
     }
 
-    remote_arg args[2];
-    args[0].buf = {batch.get(), sizeof(dwell_dsp_batch)};
-    args[1].buf = {result.get(), sizeof(dwell_dsp_result)};
+    // dwell_dsp.idl's run(in sequence<uint8>, rout sequence<uint8>), laid out
+    // as its generated stub would: the lengths first, then the buffers.
+    auto lengths = std::make_shared<dwell_dsp_run_lengths>(
+        dwell_dsp_run_lengths{sizeof(dwell_dsp_batch), sizeof(dwell_dsp_result)});
+    std::array<remote_arg, 3> args{};
+    args[0].buf = {lengths.get(), sizeof(dwell_dsp_run_lengths)};
+    args[1].buf = {batch.get(), sizeof(dwell_dsp_batch)};
+    args[2].buf = {result.get(), sizeof(dwell_dsp_result)};
     const remote_handle64 session = c.session;
-    auto invoke = std::async(std::launch::async, [&rpc, session, a0 = args[0], a1 = args[1]] {
-        remote_arg a[2] = {a0, a1};
-        return rpc.remote_handle64_invoke(session, remote_scalars(DWELL_DSP_METHOD_RUN, 1, 1), a);
+    auto invoke = std::async(std::launch::async, [&rpc, session, args, lengths]() mutable {
+        return rpc.remote_handle64_invoke(session, remote_scalars(DWELL_DSP_METHOD_RUN, 2, 1),
+                                          args.data());
     });
     if (invoke.wait_for(std::chrono::milliseconds(c.timeout_ms)) != std::future_status::ready) {
         // Keep everything the DSP may still touch until it answers.

@@ -213,8 +213,12 @@ __attribute__((visibility("default"))) int remote_handle64_invoke(uint64_t h, ui
     }
     const uint32_t method = (scalars >> 24) & 0x1f, n_in = (scalars >> 16) & 0xff,
                    n_out = (scalars >> 8) & 0xff;
-    if (method != DWELL_DSP_METHOD_RUN || n_in != 1 || n_out != 1 ||
-        args[0].len != sizeof(dwell_dsp_batch) || args[1].len != sizeof(dwell_dsp_result)) {
+    // The skel generated from dwell_dsp.idl unmarshals run() this way.
+    const auto* lengths = static_cast<const dwell_dsp_run_lengths*>(args[0].pv);
+    if (method != DWELL_DSP_METHOD_RUN || n_in != 2 || n_out != 1 ||
+        args[0].len != sizeof(dwell_dsp_run_lengths) || lengths->batch_len != args[1].len ||
+        lengths->result_len != args[2].len || args[1].len != sizeof(dwell_dsp_batch) ||
+        args[2].len != sizeof(dwell_dsp_result)) {
         std::lock_guard lock(s.mutex);
         s.violate("remote_handle64_invoke with an unexpected method or buffers");
         return -1;
@@ -222,8 +226,8 @@ __attribute__((visibility("default"))) int remote_handle64_invoke(uint64_t h, ui
     long ms = 0;
     if (injected("rpc", n, nullptr)) return 0x80000001;  // a FastRPC error code
     // The DSP: its own thread, as on a phone; the caller waits for it.
-    const auto* batch = static_cast<const dwell_dsp_batch*>(args[0].pv);
-    auto* result = static_cast<dwell_dsp_result*>(args[1].pv);
+    const auto* batch = static_cast<const dwell_dsp_batch*>(args[1].pv);
+    auto* result = static_cast<dwell_dsp_result*>(args[2].pv);
     const bool slow = injected("slow", n, &ms);
     const bool error = injected("error", n, nullptr);
     std::thread dsp([&] {

@@ -1,5 +1,6 @@
 /* The DSP side's batch dispatcher (dsp_protocol.h): checks each op and runs
- * it with dsp_kernels (the HVX version where one exists). */
+ * it with the HVX kernels (the portable ones when built without HVX, as in
+ * the host-side test double). */
 #include "dsp_kernels.h"
 #include "dsp_protocol.h"
 
@@ -43,7 +44,8 @@ void dwell_dsp_run_batch(const dwell_dsp_batch* batch, dwell_dsp_resolve_fn reso
                         for (int32_t n = 0; n < op->n; ++n) {
                             const float* wr = (const float*)(w + (uint64_t)n * op->w_row_bytes);
                             float s = 0.0f;
-                            for (int32_t j = 0; j < op->k; ++j) s += wr[j] * a[(int64_t)m * op->k + j];
+                            for (int32_t j = 0; j < op->k; ++j)
+                                s += wr[j] * a[(int64_t)m * op->k + j];
                             out[(int64_t)m * op->n + n] = s;
                         }
                     break;
@@ -61,7 +63,8 @@ void dwell_dsp_run_batch(const dwell_dsp_batch* batch, dwell_dsp_resolve_fn reso
             }
             case DWELL_DSP_RMS_NORM:
                 for (int32_t r = 0; r < op->n; ++r)
-                    dsp_rms_norm_ref(a + (int64_t)r * op->k, out + (int64_t)r * op->k, op->k, op->f0);
+                    dsp_rms_norm_hvx(a + (int64_t)r * op->k, out + (int64_t)r * op->k, op->k,
+                                     op->f0);
                 break;
             case DWELL_DSP_SWIGLU:
             case DWELL_DSP_ADD:
@@ -72,9 +75,9 @@ void dwell_dsp_run_batch(const dwell_dsp_batch* batch, dwell_dsp_resolve_fn reso
                     return;
                 }
                 if (op->kind == DWELL_DSP_SWIGLU) {
-                    dsp_swiglu_ref(a, b, out, op->k);
+                    dsp_swiglu_hvx(a, b, out, op->k);
                 } else {
-                    dsp_binary_ref(a, b, out, op->k, op->b_len, op->kind == DWELL_DSP_ADD ? 0 : 1);
+                    dsp_binary_hvx(a, b, out, op->k, op->b_len, op->kind == DWELL_DSP_ADD ? 0 : 1);
                 }
                 break;
             }
@@ -87,8 +90,8 @@ void dwell_dsp_run_batch(const dwell_dsp_batch* batch, dwell_dsp_resolve_fn reso
                 /* k = head_dim, n = heads, m = tokens */
                 for (int32_t t = 0; t < op->m; ++t) {
                     const int64_t off = (int64_t)t * op->n * op->k;
-                    dsp_rope_ref(a + off, out + off, op->k, op->n, op->b_len, op->i0, pos[t], op->f0,
-                                 op->f1);
+                    dsp_rope_hvx(a + off, out + off, op->k, op->n, op->b_len, op->i0, pos[t],
+                                 op->f0, op->f1);
                 }
                 break;
             }

@@ -31,7 +31,8 @@ uint32_t __hexagon_umodsi3(uint32_t n, uint32_t d) {
 
 int32_t __hexagon_divsi3(int32_t n, int32_t d) {
     uint32_t r;
-    const uint32_t q = udivmod(n < 0 ? -(uint32_t)n : (uint32_t)n, d < 0 ? -(uint32_t)d : (uint32_t)d, &r);
+    const uint32_t q =
+        udivmod(n < 0 ? -(uint32_t)n : (uint32_t)n, d < 0 ? -(uint32_t)d : (uint32_t)d, &r);
     return (n < 0) != (d < 0) ? -(int32_t)q : (int32_t)q;
 }
 
@@ -44,13 +45,22 @@ int32_t __hexagon_modsi3(int32_t n, int32_t d) {
 /* a / b: a reciprocal by Newton's iteration from an exponent-flip guess,
  * then one residual correction of the quotient. */
 float __hexagon_divsf3(float a, float b) {
-    union { float f; uint32_t u; } v = {b};
+    union {
+        float f;
+        uint32_t u;
+    } v = {b};
     const uint32_t sign = v.u & 0x80000000u;
     v.u &= 0x7fffffffu;
-    if (v.u == 0) return (a == 0.0f || a != a) ? (a - a) * (a - a) + (a - a) : (sign ? -1.0f : 1.0f) * a * 1e38f * 1e38f;
-    if (v.u >= 0x7f800000u) return v.u > 0x7f800000u ? b : (a != a || a * 0.0f != 0.0f ? a - a : 0.0f);
+    if (v.u == 0)
+        return (a == 0.0f || a != a) ? (a - a) * (a - a) + (a - a)
+                                     : (sign ? -1.0f : 1.0f) * a * 1e38f * 1e38f;
+    if (v.u >= 0x7f800000u)
+        return v.u > 0x7f800000u ? b : (a != a || a * 0.0f != 0.0f ? a - a : 0.0f);
     const float m = v.f;
-    union { float f; uint32_t u; } r = {0};
+    union {
+        float f;
+        uint32_t u;
+    } r = {0};
     r.u = 0x7ef311c7u - v.u; /* ~1/m */
     float x = r.f;
     for (int i = 0; i < 4; ++i) x = x * (2.0f - m * x);

@@ -5,7 +5,10 @@ float dsp_fp16_to_f32(uint16_t h) {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1fu;
     const uint32_t man = h & 0x3ffu;
-    union { uint32_t u; float f; } v;
+    union {
+        uint32_t u;
+        float f;
+    } v;
     if (exp == 0) {
         /* zero or subnormal: man * 2^-24, exact in float */
         const float f = (float)man * (1.0f / 16777216.0f);
@@ -17,14 +20,20 @@ float dsp_fp16_to_f32(uint16_t h) {
 
 /* Round to nearest, ties to even; overflow to infinity. */
 uint16_t dsp_f32_to_fp16(float f) {
-    union { float f; uint32_t u; } v = {f};
+    union {
+        float f;
+        uint32_t u;
+    } v = {f};
     const uint32_t sign = (v.u >> 16) & 0x8000u;
     const uint32_t a = v.u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);       /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);      /* rounds past 65504 */
-    if (a < 0x38800000u) {                                        /* below 2^-14: subnormal */
-        union { uint32_t u; float f; } x = {a};
-        const float s = x.f * 16777216.0f;                        /* units of 2^-24 */
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504 */
+    if (a < 0x38800000u) {                                   /* below 2^-14: subnormal */
+        union {
+            uint32_t u;
+            float f;
+        } x = {a};
+        const float s = x.f * 16777216.0f; /* units of 2^-24 */
         uint32_t m = (uint32_t)s;
         const float rest = s - (float)m;
         if (rest > 0.5f || (rest == 0.5f && (m & 1u))) ++m;
@@ -36,7 +45,10 @@ uint16_t dsp_f32_to_fp16(float f) {
 
 float dsp_sqrtf(float x) {
     if (!(x > 0.0f)) return x == 0.0f ? 0.0f : (x - x) / (x - x);
-    union { float f; uint32_t u; } v = {x};
+    union {
+        float f;
+        uint32_t u;
+    } v = {x};
     v.u = (v.u >> 1) + 0x1fc00000u; /* halves the exponent: a first guess */
     float y = v.f;
     for (int i = 0; i < 4; ++i) y = 0.5f * (y + x / y);
@@ -61,7 +73,10 @@ float dsp_expf(float x) {
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     /* 2^n in two steps, so n down to -126 - 24 stays in range. */
-    union { uint32_t u; float f; } a, b;
+    union {
+        uint32_t u;
+        float f;
+    } a, b;
     const int32_t n1 = n / 2, n2 = n - n / 2;
     a.u = (uint32_t)(n1 + 127) << 23;
     b.u = (uint32_t)(n2 + 127) << 23;
@@ -78,18 +93,31 @@ void dsp_sincosf(float x, float* s, float* c) {
     const double y2 = y * y;
     /* Multiplications only: the DSP has no divide instruction. */
     const double sy =
-        y * (1 - y2 * (1.0 / 6) *
-                     (1 - y2 * (1.0 / 20) *
-                              (1 - y2 * (1.0 / 42) * (1 - y2 * (1.0 / 72) * (1 - y2 * (1.0 / 110))))));
+        y *
+        (1 - y2 * (1.0 / 6) *
+                 (1 - y2 * (1.0 / 20) *
+                          (1 - y2 * (1.0 / 42) * (1 - y2 * (1.0 / 72) * (1 - y2 * (1.0 / 110))))));
     const double cy =
         1 - y2 * 0.5 *
                 (1 - y2 * (1.0 / 12) *
                          (1 - y2 * (1.0 / 30) * (1 - y2 * (1.0 / 56) * (1 - y2 * (1.0 / 90)))));
     switch ((int)(n & 3)) {
-        case 0: *s = (float)sy; *c = (float)cy; break;
-        case 1: *s = (float)cy; *c = (float)-sy; break;
-        case 2: *s = (float)-sy; *c = (float)-cy; break;
-        default: *s = (float)-cy; *c = (float)sy; break;
+        case 0:
+            *s = (float)sy;
+            *c = (float)cy;
+            break;
+        case 1:
+            *s = (float)cy;
+            *c = (float)-sy;
+            break;
+        case 2:
+            *s = (float)-sy;
+            *c = (float)-cy;
+            break;
+        default:
+            *s = (float)-cy;
+            *c = (float)sy;
+            break;
     }
 }
 
@@ -158,7 +186,8 @@ void dsp_swiglu_ref(const float* gate, const float* up, float* out, int32_t n) {
     for (int32_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + dsp_expf(-gate[i])) * up[i];
 }
 
-void dsp_binary_ref(const float* a, const float* b, float* out, int32_t n, int32_t b_len, int32_t op) {
+void dsp_binary_ref(const float* a, const float* b, float* out, int32_t n, int32_t b_len,
+                    int32_t op) {
     for (int32_t i = 0; i < n; ++i) {
         const float y = b[i % b_len];
         out[i] = op == 0 ? a[i] + y : a[i] * y;

@@ -4,9 +4,11 @@
  * for the DSP, for the test program, and natively for the host-side test
  * double that plays the DSP.
  *
- * Every kernel has a portable C version (_ref). Integer kernels also have an
- * HVX version (_hvx, 128-byte vectors, vrmpy int8 dot products), built when
- * __HVX__ is defined; HVX float is not used (qemu-hexagon does not run it).
+ * Every kernel has a portable C version (_ref) and an HVX version (_hvx,
+ * 128-byte vectors), built when __HVX__ is defined, else the portable one
+ * under that name. HVX versions use integer instructions only (qemu-hexagon
+ * does not run HVX float): vrmpy int8 dot products for the matmul, lane
+ * floats emulated in integers for the others (dsp_hvx_lanefloat.h).
  *
  * Matmul activations are int8: a row of x is quantized to Q8_0 blocks (32
  * values, one fp16 scale) first, and each weight block's integer dot with it
@@ -54,13 +56,20 @@ void dsp_matmul_hvx(const uint8_t* w, size_t row_bytes, int32_t wtype, const dsp
                     float* out, int32_t k, int32_t n_rows);
 
 void dsp_rms_norm_ref(const float* x, float* out, int32_t n, float eps);
+void dsp_rms_norm_hvx(const float* x, float* out, int32_t n, float eps);
 void dsp_swiglu_ref(const float* gate, const float* up, float* out, int32_t n);
+void dsp_swiglu_hvx(const float* gate, const float* up, float* out, int32_t n);
 /* op 0: add, 1: mul; b repeats every b_len values. */
-void dsp_binary_ref(const float* a, const float* b, float* out, int32_t n, int32_t b_len, int32_t op);
+void dsp_binary_ref(const float* a, const float* b, float* out, int32_t n, int32_t b_len,
+                    int32_t op);
+void dsp_binary_hvx(const float* a, const float* b, float* out, int32_t n, int32_t b_len,
+                    int32_t op);
 /* x [hd, n_head] of one token at `pos`; pairs (2i, 2i+1) or, with neox,
  * (i, i + n_rot / 2); theta_i = pos * freq_scale * theta_scale^i, where the
  * host passes theta_scale = freq_base^(-2 / n_rot) (no pow on the DSP). */
 void dsp_rope_ref(const float* x, float* out, int32_t hd, int32_t n_head, int32_t n_rot,
+                  int32_t neox, int32_t pos, float theta_scale, float freq_scale);
+void dsp_rope_hvx(const float* x, float* out, int32_t hd, int32_t n_head, int32_t n_rot,
                   int32_t neox, int32_t pos, float theta_scale, float freq_scale);
 
 #ifdef __cplusplus

@@ -15,8 +15,17 @@ extern "C" {
 
 #define DWELL_DSP_PROTOCOL_VERSION 1
 #define DWELL_DSP_MAX_OPS 64
-/* The method the skel dispatches batches to (FastRPC method index). */
+/* The FastRPC method batches go to: dwell_dsp.idl's `run`, the first
+ * method after the open (0) and close (1) of a remote_handle64 interface.
+ * Its arguments, as the IDL compiler marshals them: input buffer 0 holds
+ * the two sequence lengths (dwell_dsp_run_lengths), input buffer 1 the
+ * batch, output buffer 0 the result. */
 #define DWELL_DSP_METHOD_RUN 2
+
+typedef struct dwell_dsp_run_lengths {
+    uint32_t batch_len;
+    uint32_t result_len;
+} dwell_dsp_run_lengths;
 
 enum dwell_dsp_op_kind {
     DWELL_DSP_MATMUL = 1,   /* out[m][n] = W[n] . x[m]; wtype 0 (f32), 3 (q8_0), 4 (q4_0) */
@@ -24,7 +33,7 @@ enum dwell_dsp_op_kind {
     DWELL_DSP_SWIGLU = 3,   /* silu(a) * b, count values */
     DWELL_DSP_ADD = 4,      /* a + b, b repeating every b_len */
     DWELL_DSP_MUL = 5,
-    DWELL_DSP_ROPE = 6      /* [hd, n_head] per token, positions from `b` (int32) */
+    DWELL_DSP_ROPE = 6 /* [hd, n_head] per token, positions from `b` (int32) */
 };
 
 typedef struct dwell_dsp_ref {
@@ -50,7 +59,7 @@ typedef struct dwell_dsp_batch {
 } dwell_dsp_batch;
 
 typedef struct dwell_dsp_result {
-    int32_t status;   /* 0: every op ran */
+    int32_t status; /* 0: every op ran */
     int32_t failed_op;
     char message[120];
 } dwell_dsp_result;
