@@ -208,13 +208,20 @@ private:
         if (const toml::node* n = t.get("name")) m.name = string_of(*n, "[device] name");
         if (const toml::node* n = t.get("match")) {
             const toml::table& mt = table_of(*n, "[device] match");
-            check_keys(mt, "[device.match]", std::array{"soc_model", "soc_id", "cpu_part", "arch"});
+            check_keys(mt, "[device.match]",
+                       std::array{"soc_model", "soc_manufacturer", "platform", "hardware", "soc_id",
+                                  "soc_machine", "product", "cpu_part", "arch"});
             const auto list = [&](const char* key, std::vector<std::string>& dst) {
                 if (const toml::node* v = mt.get(key))
                     dst = strings_of(*v, std::string("[device.match] ") + key);
             };
             list("soc_model", m.match.soc_model);
+            list("soc_manufacturer", m.match.soc_manufacturer);
+            list("platform", m.match.platform);
+            list("hardware", m.match.hardware);
             list("soc_id", m.match.soc_id);
+            list("soc_machine", m.match.soc_machine);
+            list("product", m.match.product);
             list("cpu_part", m.match.cpu_part);
             list("arch", m.match.arch);
         }
@@ -378,9 +385,11 @@ private:
         }
     }
 
-    // The thermal schema belongs to a later issue; until then keep the table
-    // (syntax-checked by toml++) as TOML text so nothing is lost.
+    // zones is read here (device detection reports it); the governor's other
+    // keys are kept as TOML text until their schema is defined.
     void parse_thermal(const toml::table& t, Manifest& m) const {
+        if (const toml::node* n = t.get("zones"))
+            m.thermal_zones = strings_of(*n, "[thermal] zones");
         std::ostringstream out;
         out << toml::toml_formatter(t);
         m.thermal_toml = out.str();

@@ -83,6 +83,10 @@ std::string Backend::last_error() const {
     return e && *e ? e : "no message";
 }
 
+std::string_view Runtime::builtin_manifest() {
+    return kBuiltinManifest;
+}
+
 std::vector<fs::path> Runtime::manifest_dirs() {
     std::vector<fs::path> dirs;
     if (const char* env = std::getenv("DWELL_MANIFEST_DIR"); env && *env) dirs.emplace_back(env);
@@ -164,44 +168,16 @@ void Runtime::choose_manifest(const RuntimeOptions& options) {
         manifest_choice_ = "given with --manifest";
         return;
     }
-    const DeviceFacts facts = DeviceFacts::probe();
-    std::optional<Manifest> best;
-    fs::path generic;
-    for (const auto& dir : manifest_dirs()) {
-        std::error_code ec;
-        if (!fs::is_directory(dir, ec)) continue;
-        std::vector<fs::path> files;
-        for (const auto& e : fs::directory_iterator(dir, ec)) {
-            if (e.path().extension() == ".toml") files.push_back(e.path());
-        }
-        std::sort(files.begin(), files.end());
-        for (const auto& f : files) {
-            if (f.filename() == "generic-x86_64.toml" && generic.empty()) generic = f;
-            Manifest m;
-            try {
-                m = Manifest::load(f);
-            } catch (const Error& e) {
-                spdlog::warn("ignoring manifest: {}", e.what());
-                continue;
-            }
-            if (manifest_matches(m, facts) &&
-                (!best || manifest_specificity(m) > manifest_specificity(*best))) {
-                best = std::move(m);
-            }
-        }
-    }
-    if (best) {
-        manifest_ = std::move(*best);
-        manifest_choice_ = "matched this device (" + facts.arch + ")";
-    } else if (!generic.empty()) {
-        manifest_ = Manifest::load(generic);
-        manifest_choice_ =
-            "no manifest matched this device (" + facts.arch + "); using the generic one";
-    } else {
-        manifest_ = Manifest::parse(kBuiltinManifest, "<built-in>");
-        manifest_choice_ = "no manifest folder found; using the built-in cpu-only manifest";
-        spdlog::warn("{}", manifest_choice_);
-    }
+    // Probed only here: with --manifest the device facts are not needed.
+    DeviceProbeOptions probe;
+    if (options.device_root) probe.root = *options.device_root;
+    probe.getprop_file = options.getprop_file;
+    device_facts_ = DeviceFacts::probe(probe);
+    ManifestChoice choice =
+        dwell::choose_manifest(device_facts_, manifest_dirs(), kBuiltinManifest);
+    manifest_ = std::move(choice.manifest);
+    manifest_choice_ = std::move(choice.reason);
+    manifest_candidates_ = std::move(choice.candidates);
 }
 
 void Runtime::select_backends(const RuntimeOptions& options) {

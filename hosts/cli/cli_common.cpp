@@ -17,6 +17,8 @@ void add_runtime_options(po::options_description& desc, CommonArgs& args) {
         ("weight-budget", po::value(&args.weight_budget_mb), "stream: MiB of weights resident at once (overrides [memory] weight_budget_mb)")
         ("prefetch", po::value(&args.prefetch_layers), "stream: layers read ahead (overrides [memory] prefetch_layers)")
         ("strict", po::bool_switch(&args.strict), "fail instead of falling back to a lower-priority backend")
+        ("sysroot", po::value(&args.sysroot), "detect the device from a captured tree (proc/, sys/, getprop.txt) instead of /")
+        ("getprop", po::value(&args.getprop), "read Android properties from this file of getprop output")
         ("verbose,v", po::value<int>(&args.verbosity)->implicit_value(1)->zero_tokens(), "log placement and loading (-v)");
     // clang-format on
 }
@@ -24,6 +26,16 @@ void add_runtime_options(po::options_description& desc, CommonArgs& args) {
 RuntimeOptions runtime_options(const CommonArgs& args) {
     RuntimeOptions o;
     if (!args.manifest.empty()) o.manifest = args.manifest;
+    if (!args.sysroot.empty()) {
+        if (!std::filesystem::is_directory(args.sysroot))
+            throw po::error("--sysroot " + args.sysroot + " is not a directory");
+        o.device_root = args.sysroot;
+    }
+    if (!args.getprop.empty()) {
+        if (!std::filesystem::is_regular_file(args.getprop))
+            throw po::error("--getprop " + args.getprop + " is not a readable file");
+        o.getprop_file = args.getprop;
+    }
     if (args.threads < 0 || args.threads > 1024) {
         throw po::error("--threads " + std::to_string(args.threads) +
                         " is out of range (1..1024, or 0 for all cores)");

@@ -21,6 +21,8 @@ struct CommonArgs {
     int32_t prefetch_layers = -1;   // -1: the manifest's
     bool strict = false;
     int verbosity = 0;
+    std::string sysroot;  // device detection under a captured tree
+    std::string getprop;  // a file of getprop output
 };
 
 // --manifest, --threads, --memory-budget, --strict, -v.

@@ -30,11 +30,18 @@ struct ManifestBackend {
     int32_t line = 0;                            // where the entry starts, for messages
 };
 
+// [device] match: each list names the values a fact may have (see
+// DeviceFacts for where each fact comes from).
 struct ManifestDeviceMatch {
-    std::vector<std::string> soc_model;  // ro.soc.model values
-    std::vector<std::string> soc_id;     // /sys/devices/soc0/soc_id values
-    std::vector<std::string> cpu_part;   // "CPU part" in /proc/cpuinfo
-    std::vector<std::string> arch;       // "x86_64", "aarch64"
+    std::vector<std::string> soc_model;         // ro.soc.model values
+    std::vector<std::string> soc_manufacturer;  // ro.soc.manufacturer
+    std::vector<std::string> platform;          // ro.board.platform
+    std::vector<std::string> hardware;          // ro.hardware / cpuinfo "Hardware"
+    std::vector<std::string> soc_id;            // /sys/devices/soc0/soc_id values
+    std::vector<std::string> soc_machine;       // /sys/devices/soc0/machine
+    std::vector<std::string> product;           // ro.product.model
+    std::vector<std::string> cpu_part;          // "CPU part" in /proc/cpuinfo
+    std::vector<std::string> arch;              // "x86_64", "aarch64"
 };
 
 struct Manifest {
@@ -65,8 +72,12 @@ struct Manifest {
         std::vector<std::filesystem::path> search_paths;  // absolute, resolved against the file
         std::map<std::string, std::string> sha256;        // plugin name -> pinned hash
     } plugins;
-    // [thermal] re-serialised as TOML text: syntax-checked but not validated
-    // until the thermal schema is defined; thermal_line is where it started.
+    // [thermal] zones: the thermal-zone types (sys/class/thermal/*/type) that
+    // stand for this device's SoC temperature, hottest first.
+    std::vector<std::string> thermal_zones;
+    // [thermal] re-serialised as TOML text: syntax-checked; keys other than
+    // zones are not validated until the governor's schema is defined;
+    // thermal_line is where the table started.
     std::string thermal_toml;
     int32_t thermal_line = 0;
 

@@ -22,6 +22,7 @@
 #include "dwell/core/kv_page_pool.hpp"
 #include "dwell/core/kv_prefix_cache.hpp"
 #include "dwell/core/manifest.hpp"
+#include "dwell/core/manifest_choice.hpp"
 #include "dwell/core/memory_pool.hpp"
 #include "dwell/core/plugin_loader.hpp"
 
@@ -35,6 +36,10 @@ struct RuntimeOptions {
     std::optional<std::string> weights;             // overrides [memory] weights
     std::optional<uint64_t> weight_budget_bytes;    // overrides [memory] weight_budget_mb
     std::optional<int32_t> prefetch_layers;         // overrides [memory] prefetch_layers
+    // Device detection for the manifest choice: a captured device tree
+    // instead of "/", and a file of getprop output (--sysroot, --getprop).
+    std::optional<std::filesystem::path> device_root;
+    std::optional<std::filesystem::path> getprop_file;
     bool strict = false;          // fail instead of falling back to a lower-priority backend
     bool require_backend = true;  // false: a runtime with no usable backend (for reports)
 };
@@ -94,6 +99,11 @@ public:
 
     const Manifest& manifest() const { return manifest_; }
     const std::string& manifest_choice() const { return manifest_choice_; }  // why this manifest
+    // Filled when the manifest was chosen by detection (not --manifest).
+    const DeviceFacts& device_facts() const { return device_facts_; }
+    const std::vector<ManifestCandidate>& manifest_candidates() const {
+        return manifest_candidates_;
+    }
     MemoryPool& pool() { return *pool_; }
     const MemoryPool& pool() const { return *pool_; }
     // The pages of every session's KV cache (shared prefixes share pages).
@@ -118,6 +128,8 @@ public:
 
     // Folders searched for manifests when none is given.
     static std::vector<std::filesystem::path> manifest_dirs();
+    // The cpu-only manifest used when no manifest folder exists.
+    static std::string_view builtin_manifest();
 
     // Tells every backend that implements release_weights (ABI 1.1) that
     // the weights in [data, data + bytes) are gone.
@@ -134,6 +146,8 @@ private:
 
     Manifest manifest_;
     std::string manifest_choice_;
+    DeviceFacts device_facts_;
+    std::vector<ManifestCandidate> manifest_candidates_;
     std::unique_ptr<MemoryPool> pool_;
     std::unique_ptr<KvPagePool> kv_pages_;        // after pool_: goes first
     std::unique_ptr<KvPrefixCache> kv_prefixes_;  // holds pages: goes before kv_pages_
