@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages dwell builds with, if any is missing
 # (opencl-c-headers to build the opencl plugin, PoCL to run it in tests,
 # clang to parse its Adreno kernels; clang, lld and qemu-user to build and
-# run the Hexagon DSP kernels under emulation).
+# run the Hexagon DSP kernels under emulation; a JDK for the JNI binding and
+# its Java test).
 # Runs apt-get only when needed (as root, or through sudo).
 set -euo pipefail
 
@@ -12,6 +13,7 @@ packages=(
   libspdlog-dev libfmt-dev libzstd-dev libxxhash-dev libsentencepiece-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev
   opencl-c-headers pocl-opencl-icd clang lld qemu-user
+  openjdk-17-jdk-headless
 )
 
 missing=()

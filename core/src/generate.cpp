@@ -14,13 +14,15 @@ GenerationStats generate(Session& session, std::span<const int32_t> prompt, int3
                          Sampler& sampler, const std::function<bool(int32_t)>& on_token) {
     using clock = std::chrono::steady_clock;
     GenerationStats stats;
-    if (prompt.empty())
+    // No new tokens: continue from the logits the session already has (after
+    // a restore, or a reply whose last token was fed).
+    if (prompt.empty() && session.last_logits().empty())
         throw Error(DWELL_ERR_INVALID_ARGUMENT, "generate: the prompt has no tokens (add BOS)");
     const int32_t eos = session.model().tokenizer().eos();
     for (int32_t t : prompt) sampler.accept(t);
 
     auto t0 = clock::now();
-    std::span<const float> logits = session.decode(prompt);
+    std::span<const float> logits = prompt.empty() ? session.last_logits() : session.decode(prompt);
     auto t1 = clock::now();
     stats.n_prompt = static_cast<int32_t>(prompt.size());
     stats.prompt_seconds = std::chrono::duration<double>(t1 - t0).count();

@@ -74,7 +74,8 @@ std::string PluginLoader::file_name_for(std::string_view plugin_name) {
     return "libdwell-" + std::string(plugin_name) + ".so";
 }
 
-PluginLoader::PluginLoader(const std::vector<fs::path>& manifest_dirs, const dwell_host_services* host)
+PluginLoader::PluginLoader(const std::vector<fs::path>& manifest_dirs,
+                           const dwell_host_services* host)
     : host_(host) {
     std::set<fs::path> seen;
     auto add = [&](const fs::path& p) {
@@ -91,6 +92,10 @@ PluginLoader::PluginLoader(const std::vector<fs::path>& manifest_dirs, const dwe
     boost::dll::fs::error_code ec;
     fs::path exe = boost::dll::program_location(ec);
     if (!ec) add(exe.parent_path() / ".." / "lib" / "dwell");
+    // An application embedding libdwell (the C API, JNI on a JVM or in an
+    // APK) is not installed beside it: look beside the library too.
+    const fs::path lib = boost::dll::this_line_location(ec);
+    if (!ec) add(lib.parent_path() / "dwell");
 }
 
 std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& path) {

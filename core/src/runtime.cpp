@@ -95,6 +95,13 @@ std::vector<fs::path> Runtime::manifest_dirs() {
     if (!ec)
         dirs.push_back(
             (exe.parent_path() / ".." / "share" / "dwell" / "manifests").lexically_normal());
+    // Embedded (C API, JNI): beside libdwell's own install prefix too.
+    const fs::path lib = boost::dll::this_line_location(ec);
+    if (!ec) {
+        const fs::path beside =
+            (lib.parent_path() / ".." / "share" / "dwell" / "manifests").lexically_normal();
+        if (std::find(dirs.begin(), dirs.end(), beside) == dirs.end()) dirs.push_back(beside);
+    }
     return dirs;
 }
 

@@ -35,8 +35,9 @@ namespace fs = std::filesystem;
 // set forced (it runs on any OpenCL device: fp16 dequantization falls back
 // to f32 where cl_khr_fp16 is missing).
 // "hexagon" runs through the libcdsprpc.so test double (the DSP-side
-// kernels, built natively, play the DSP).
-const char* const kBackends[] = {"cpu", "opencl", "opencl_adreno", "hexagon"};
+// kernels, built natively, play the DSP); "apu" and "nnrt" through their
+// vendor-library test doubles (tests/plugins/{apu,nnrt}_double).
+const char* const kBackends[] = {"cpu", "opencl", "opencl_adreno", "hexagon", "apu", "nnrt"};
 
 // One case: builds its graph (one node, the last) and the expected output.
 struct Case {
@@ -545,6 +546,12 @@ protected:
 #ifdef DWELL_TEST_FAKE_CDSPRPC
         if (GetParam().backend == "hexagon")
             ::setenv("DWELL_HEXAGON_FASTRPC_LIB", DWELL_TEST_FAKE_CDSPRPC, 1);
+#endif
+#ifdef DWELL_TEST_FAKE_NEURON
+        if (GetParam().backend == "apu") ::setenv("DWELL_APU_NEURON_LIB", DWELL_TEST_FAKE_NEURON, 1);
+#endif
+#ifdef DWELL_TEST_FAKE_NNRT
+        if (GetParam().backend == "nnrt") ::setenv("DWELL_NNRT_LIB_DIR", DWELL_TEST_FAKE_NNRT, 1);
 #endif
         RuntimeOptions o;
         o.manifest = manifest;

@@ -28,7 +28,8 @@ struct GenerationStats {
     }
 };
 
-// on_token returns false to stop early. As in llama.cpp, the last token
+// An empty prompt continues from the session's last logits (throws if it
+// has none). on_token returns false to stop early. As in llama.cpp, the last token
 // handed to on_token is not yet in the session's KV cache: to continue the
 // same conversation, feed it (with the next input) first.
 GenerationStats generate(Session& session, std::span<const int32_t> prompt, int32_t n_predict,

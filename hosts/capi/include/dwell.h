@@ -1,0 +1,196 @@
+/* dwell — the C API for applications that embed the runtime.
+ *
+ * Open a runtime (with a device manifest, or let dwell detect the device
+ * and choose one), load a model, create sessions, and generate text with a
+ * callback per token. Every call returns a dwell_status (DWELL_OK or an
+ * error code from dwell/status.h) and, when the caller passes a
+ * dwell_error, fills it with the code and one line saying what failed.
+ *
+ * Versioning: DWELL_CAPI_VERSION_MAJOR changes when a call or struct
+ * changes incompatibly; MINOR when calls are added. Structs passed in begin
+ * with struct_size so that later minor versions can add fields at the end:
+ * initialise them with the *_init() calls below.
+ *
+ * Ownership: every object made by *_open / *_load / *_create is the
+ * caller's and is released by the matching *_close / *_free. A model keeps
+ * its runtime alive and a session its model, so they may be released in
+ * any order. Strings handed to callbacks are valid during the call only.
+ *
+ * Thread-safety: a runtime and a model may be used from several threads at
+ * once. A session is used by one thread at a time, except
+ * dwell_session_cancel(), which any thread may call at any time while the
+ * session exists and no dwell_session_reset / _load runs on it (it stops
+ * that session's running or next generation with DWELL_ERR_CANCELLED). */
+#ifndef DWELL_H
+#define DWELL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dwell/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DWELL_CAPI_VERSION_MAJOR 1
+#define DWELL_CAPI_VERSION_MINOR 0
+
+#if defined(_WIN32)
+#define DWELL_CAPI __declspec(dllexport)
+#else
+#define DWELL_CAPI __attribute__((visibility("default")))
+#endif
+
+/* (major << 16) | minor of the library actually loaded: compare with the
+ * header's DWELL_CAPI_VERSION_MAJOR before anything else. */
+DWELL_CAPI uint32_t dwell_capi_version(void);
+
+typedef struct dwell_error {
+    dwell_status code;
+    char message[512]; /* one line, NUL-terminated; "" on success */
+} dwell_error;
+
+typedef struct dwell_runtime dwell_runtime;
+typedef struct dwell_llm dwell_llm;
+typedef struct dwell_session dwell_session;
+
+/* ---- runtime ---------------------------------------------------------- */
+
+typedef struct dwell_runtime_options {
+    size_t struct_size;
+    const char* manifest_path; /* NULL: detect the device and choose a manifest */
+    int32_t threads;           /* > 0 overrides the manifest's [cpu] threads */
+    int64_t memory_budget_mb;  /* >= 0 overrides [memory] budget_mb; -1: the manifest's */
+    int32_t log_level; /* process-wide: 0 warnings (default), 1 info, 2 debug, -1 errors only */
+} dwell_runtime_options;
+
+DWELL_CAPI void dwell_runtime_options_init(dwell_runtime_options* options);
+
+/* options may be NULL (all defaults). */
+DWELL_CAPI dwell_status dwell_runtime_open(const dwell_runtime_options* options,
+                                           dwell_runtime** out, dwell_error* error);
+DWELL_CAPI void dwell_runtime_close(dwell_runtime* runtime);
+
+typedef struct dwell_runtime_stats {
+    size_t struct_size;
+    uint32_t n_backends;          /* backends selected from the manifest */
+    uint64_t memory_used_bytes;   /* charged to the one memory budget */
+    uint64_t memory_budget_bytes; /* 0: no budget */
+    uint64_t kv_pages_in_use;
+    uint64_t kv_page_bytes;
+    char manifest[256]; /* the manifest file in use */
+    char device[256];   /* the detected device, or "" when --manifest was given */
+} dwell_runtime_stats;
+
+DWELL_CAPI dwell_status dwell_runtime_stats_get(const dwell_runtime* runtime,
+                                                dwell_runtime_stats* stats, dwell_error* error);
+
+/* ---- model (a loaded language model: dwell_llm) ---------------------- */
+
+DWELL_CAPI dwell_status dwell_llm_load(dwell_runtime* runtime, const char* path, dwell_llm** out,
+                                       dwell_error* error);
+DWELL_CAPI void dwell_llm_free(dwell_llm* model);
+
+typedef struct dwell_llm_info {
+    size_t struct_size;
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_layer;
+    int64_t kv_width; /* elements of one cached K (or V) row per layer */
+    uint64_t weight_bytes;
+    char architecture[64];
+} dwell_llm_info;
+
+DWELL_CAPI dwell_status dwell_llm_info_get(const dwell_llm* model, dwell_llm_info* info,
+                                           dwell_error* error);
+
+/* Text -> token ids. Writes at most `capacity` ids to `tokens` and the
+ * number the text needs to *n_tokens (call with capacity 0 to ask). */
+DWELL_CAPI dwell_status dwell_tokenize(const dwell_llm* model, const char* text, int add_bos,
+                                       int32_t* tokens, size_t capacity, size_t* n_tokens,
+                                       dwell_error* error);
+
+/* ---- session ---------------------------------------------------------- */
+
+typedef struct dwell_session_options {
+    size_t struct_size;
+    int32_t n_ctx;     /* 0: the model's training context */
+    int32_t kv_type;   /* a dwell_dtype (F16, Q8_0, FP8_E4M3, F32); -1: the manifest's */
+    int shift_context; /* nonzero: a full context drops old tokens instead of stopping */
+} dwell_session_options;
+
+DWELL_CAPI void dwell_session_options_init(dwell_session_options* options);
+
+/* options may be NULL. */
+DWELL_CAPI dwell_status dwell_session_create(dwell_llm* model, const dwell_session_options* options,
+                                             dwell_session** out, dwell_error* error);
+DWELL_CAPI void dwell_session_free(dwell_session* session);
+
+/* Forgets the conversation (the KV pages go back to the runtime). */
+DWELL_CAPI dwell_status dwell_session_reset(dwell_session* session, dwell_error* error);
+
+typedef struct dwell_generate_options {
+    size_t struct_size;
+    int32_t max_tokens;   /* tokens to generate at most; <= 0: until end of text or context */
+    float temperature;    /* <= 0: greedy */
+    int32_t top_k;        /* <= 0: off */
+    float top_p;          /* >= 1: off */
+    float min_p;          /* <= 0: off */
+    float repeat_penalty; /* 1: off */
+    uint64_t seed;
+    int add_bos; /* nonzero: a BOS token before the text (the first turn) */
+} dwell_generate_options;
+
+/* Greedy, 128 tokens, BOS added. */
+DWELL_CAPI void dwell_generate_options_init(dwell_generate_options* options);
+
+/* Called with each generated token and its text (UTF-8, possibly empty
+ * while a multi-byte character is incomplete). Return nonzero to stop. */
+typedef int (*dwell_token_callback)(void* user, int32_t token, const char* text, size_t text_len);
+
+typedef struct dwell_generation_stats {
+    size_t struct_size;
+    int32_t n_prompt;
+    int32_t n_generated;
+    double prompt_tokens_per_second;
+    double generation_tokens_per_second;
+    int stopped_at_eos;
+    int stopped_at_context;
+} dwell_generation_stats;
+
+/* Continues the session's conversation with `text` and generates. The
+ * session keeps everything, so the next call continues after the reply.
+ * callback and stats may be NULL. Returns DWELL_ERR_CANCELLED after
+ * dwell_session_cancel(); the session then stays usable. */
+DWELL_CAPI dwell_status dwell_session_generate(dwell_session* session, const char* text,
+                                               const dwell_generate_options* options,
+                                               dwell_token_callback callback, void* user,
+                                               dwell_generation_stats* stats, dwell_error* error);
+
+/* Any thread, any time: stops the running generation of this session, or
+ * its next one if none runs. */
+DWELL_CAPI void dwell_session_cancel(dwell_session* session);
+
+typedef struct dwell_session_stats {
+    size_t struct_size;
+    int32_t n_past; /* tokens in the context */
+    int32_t n_ctx;
+    int64_t n_shifted; /* tokens dropped by context shifts */
+    uint64_t kv_bytes; /* bytes of this session's KV pages */
+} dwell_session_stats;
+
+DWELL_CAPI dwell_status dwell_session_stats_get(const dwell_session* session,
+                                                dwell_session_stats* stats, dwell_error* error);
+
+/* The conversation to a file and back (same model and KV type). Saving
+ * first feeds the reply's last token (one step), so nothing is lost. */
+DWELL_CAPI dwell_status dwell_session_save(dwell_session* session, const char* path,
+                                           dwell_error* error);
+DWELL_CAPI dwell_status dwell_session_load(dwell_session* session, const char* path,
+                                           dwell_error* error);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DWELL_H */
