@@ -1,0 +1,111 @@
+#include "neuron_adapter_api.hpp"
+
+#include <dlfcn.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "backend_plugin_kit.hpp"
+
+namespace dwell::apu {
+
+namespace {
+
+struct Loaded {
+    NeuronAdapterApi api;
+    bool ok = false;
+    std::string why;
+};
+
+template <typename F>
+bool resolve(void* lib, const char* name, F& slot, std::string& why) {
+    return plugin_kit::resolve_symbol(lib, name, slot, why, "NeuronAdapter");
+}
+
+Loaded load(const std::string& library) {
+    Loaded l;
+    void* lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+        const char* e = ::dlerror();
+        l.why = library + " not found" + (e ? std::string(": ") + e : "");
+        return l;
+    }
+    NeuronAdapterApi& a = l.api;
+    std::string& w = l.why;
+#define DWELL_APU_RESOLVE(name) resolve(lib, #name, a.name, w)
+    l.ok = DWELL_APU_RESOLVE(Neuron_getVersion) && DWELL_APU_RESOLVE(NeuronMemory_createFromFd) &&
+           DWELL_APU_RESOLVE(NeuronMemory_free) && DWELL_APU_RESOLVE(NeuronModel_create) &&
+           DWELL_APU_RESOLVE(NeuronModel_free) && DWELL_APU_RESOLVE(NeuronModel_finish) &&
+           DWELL_APU_RESOLVE(NeuronModel_addOperand) &&
+           DWELL_APU_RESOLVE(NeuronModel_setOperandValue) &&
+           DWELL_APU_RESOLVE(NeuronModel_setOperandSymmPerChannelQuantParams) &&
+           DWELL_APU_RESOLVE(NeuronModel_addOperation) &&
+           DWELL_APU_RESOLVE(NeuronModel_identifyInputsAndOutputs) &&
+           DWELL_APU_RESOLVE(NeuronCompilation_create) &&
+           DWELL_APU_RESOLVE(NeuronCompilation_free) &&
+           DWELL_APU_RESOLVE(NeuronCompilation_finish) &&
+           DWELL_APU_RESOLVE(NeuronCompilation_setPreference) &&
+           DWELL_APU_RESOLVE(NeuronCompilation_setPriority) &&
+           DWELL_APU_RESOLVE(NeuronCompilation_setCaching) &&
+           DWELL_APU_RESOLVE(NeuronExecution_create) && DWELL_APU_RESOLVE(NeuronExecution_free) &&
+           DWELL_APU_RESOLVE(NeuronExecution_setInputFromMemory) &&
+           DWELL_APU_RESOLVE(NeuronExecution_setOutputFromMemory) &&
+           DWELL_APU_RESOLVE(NeuronExecution_compute);
+#undef DWELL_APU_RESOLVE
+    // A library lacking a call stays loaded: dlclose of a vendor library
+    // that may have started threads is not safe.
+    return l;
+}
+
+}  // namespace
+
+const std::vector<std::string>& default_library_names() {
+    // The NeuroPilot names, newest first: the SDK adapter, the one some
+    // vendor partitions ship, then the plain adapter.
+    static const std::vector<std::string> names = {
+        "libneuronusdk_adapter.mtk.so", "libneuron_adapter_mgvi.so", "libneuron_adapter.so"};
+    return names;
+}
+
+const NeuronAdapterApi* load_neuron_adapter(const std::string& library, std::string& why) {
+    // One load per library path for the process (the plugin registry is the
+    // only mutable global the project allows; this cache is its kin).
+    static std::mutex mutex;
+    static std::map<std::string, std::unique_ptr<Loaded>> loaded;
+    std::lock_guard lock(mutex);
+    auto& slot = loaded[library];
+    if (!slot) slot = std::make_unique<Loaded>(load(library));
+    why = slot->why;
+    return slot->ok ? &slot->api : nullptr;
+}
+
+const NeuronAdapterApi* load_first_neuron_adapter(const std::vector<std::string>& libraries,
+                                                  std::string& loaded, std::string& why) {
+    std::string tried, last;
+    for (const std::string& lib : libraries) {
+        std::string w;
+        if (const NeuronAdapterApi* api = load_neuron_adapter(lib, w)) {
+            loaded = lib;
+            return api;
+        }
+        // A library that loads but lacks a call is worth naming on its own.
+        if (w.find(" not found") == std::string::npos) last = w;
+        tried += (tried.empty() ? "" : ", ") + lib;
+    }
+    why = last.empty() ? "NeuronAdapter library not found (tried " + tried + ")" : last;
+    return nullptr;
+}
+
+std::string neuron_result_name(int code) {
+    static const char* const names[] = {
+        "NEURON_NO_ERROR",        "NEURON_OUT_OF_MEMORY", "NEURON_INCOMPLETE",
+        "NEURON_UNEXPECTED_NULL", "NEURON_BAD_DATA",      "NEURON_OP_FAILED",
+        "NEURON_UNMAPPABLE",      "NEURON_BAD_STATE",     "NEURON_BAD_VERSION"};
+    const std::string name = code >= 0 && code < static_cast<int>(sizeof names / sizeof names[0])
+                                 ? names[code]
+                                 : "result";
+    return name + " (" + std::to_string(code) + ")";
+}
+
+}  // namespace dwell::apu

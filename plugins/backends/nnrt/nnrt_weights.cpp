@@ -1,0 +1,64 @@
+#include "nnrt_weights.hpp"
+
+#include <dwell/quant.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace dwell::nnrt {
+
+uint64_t fingerprint(const void* data, size_t bytes, uint64_t seed) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    uint64_t h = seed;
+    for (size_t i = 0; i < bytes; ++i) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+ConvertedWeight convert_weight(const dwell_tensor& w, OH_NN_DataType type) {
+    ConvertedWeight c;
+    c.type = type;
+    c.k = static_cast<int32_t>(w.ne[0]);
+    c.n = static_cast<int32_t>(w.ne[1]);
+    const size_t k = static_cast<size_t>(c.k), n = static_cast<size_t>(c.n);
+    const size_t elem = type == OH_NN_FLOAT32 ? 4 : type == OH_NN_FLOAT16 ? 2 : 1;
+    c.data.resize(k * n * elem);
+    if (type == OH_NN_INT8) c.scales.resize(n);
+    std::vector<float> row(k);
+    for (size_t r = 0; r < n; ++r) {
+        const auto* src = static_cast<const uint8_t*>(w.data) + r * w.nb[1];
+        if (dwell_dequantize_row(w.dtype, src, row.data(), static_cast<int64_t>(k)) != 0)
+            throw std::runtime_error(std::string("no decoder for weights of type ") +
+                                     dwell_dtype_name(w.dtype));
+        uint8_t* dst = c.data.data() + r * k * elem;
+        if (type == OH_NN_FLOAT32) {
+            std::memcpy(dst, row.data(), k * 4);
+        } else if (type == OH_NN_FLOAT16) {
+            for (size_t i = 0; i < k; ++i) {
+                const uint16_t h = dwell_fp32_to_fp16(row[i]);
+                std::memcpy(dst + 2 * i, &h, 2);
+            }
+        } else {
+            // Symmetric per channel: the row's largest magnitude maps to 127.
+            float amax = 0;
+            for (float x : row) amax = std::max(amax, std::fabs(x));
+            const double scale = amax > 0 ? static_cast<double>(amax) / 127.0 : 1.0;
+            c.scales[r] = scale;
+            for (size_t i = 0; i < k; ++i) {
+                const double q = std::nearbyint(static_cast<double>(row[i]) / scale);
+                dst[i] = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(q, -127.0, 127.0)));
+            }
+        }
+    }
+    const int32_t header[3] = {static_cast<int32_t>(type), c.k, c.n};
+    c.fingerprint = fingerprint(header, sizeof header);
+    c.fingerprint = fingerprint(c.data.data(), c.data.size(), c.fingerprint);
+    c.fingerprint = fingerprint(c.scales.data(), c.scales.size() * sizeof(double), c.fingerprint);
+    return c;
+}
+
+}  // namespace dwell::nnrt
