@@ -3,7 +3,8 @@
 # (opencl-c-headers to build the opencl plugin, PoCL to run it in tests,
 # clang to parse its Adreno kernels; clang, lld and qemu-user to build and
 # run the Hexagon DSP kernels under emulation; a JDK for the JNI binding and
-# its Java test).
+# its Java test; cpp-httplib for the server; node and npm for the
+# OpenAI-client test).
 # Runs apt-get only when needed (as root, or through sudo).
 set -euo pipefail
 
@@ -13,8 +14,13 @@ packages=(
   libspdlog-dev libfmt-dev libzstd-dev libxxhash-dev libsentencepiece-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev
   opencl-c-headers pocl-opencl-icd clang lld qemu-user
-  openjdk-17-jdk-headless
+  openjdk-17-jdk-headless libcpp-httplib-dev
 )
+# node and npm drive the server test with the official openai client; a
+# machine that has them from elsewhere (e.g. NodeSource) keeps its own.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -40,6 +40,8 @@ bool parse(const std::string& command, const std::string& usage, po::options_des
 
 int run_command(const std::vector<std::string>& args);
 int devices_command(const std::vector<std::string>& args);
+int serve_command(const std::vector<std::string>& args);
+int chat_command(const std::vector<std::string>& args);
 int synth_command(const std::vector<std::string>& args);
 int eval_command(const std::vector<std::string>& args);
 int convert_command(const std::vector<std::string>& args);

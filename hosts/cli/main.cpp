@@ -22,6 +22,8 @@ void usage(std::ostream& out) {
            "  eval        write the logits of every position of a token sequence\n"
            "  perplexity  measure a model's perplexity on a text file (as llama-perplexity)\n"
            "  bench       measure prefill and decode speed (as llama-bench's pp/tg tests)\n"
+           "  chat        talk to a chat model in the terminal\n"
+           "  serve       serve the OpenAI HTTP API (completions, chat, streaming)\n"
            "  devices     list plugins, devices and what the manifest selected\n"
            "  synth       write a Llama-shaped GGUF with random weights\n"
            "  version     print the version\n";
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
     try {
         if (command == "run") return dwell::cli::run_command(args);
         if (command == "devices") return dwell::cli::devices_command(args);
+        if (command == "serve") return dwell::cli::serve_command(args);
+        if (command == "chat") return dwell::cli::chat_command(args);
         if (command == "synth") return dwell::cli::synth_command(args);
         if (command == "eval") return dwell::cli::eval_command(args);
         if (command == "convert") return dwell::cli::convert_command(args);

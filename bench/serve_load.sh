@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Loopback load on `dwell serve`: C clients x R requests (default 16 x 20)
+# after a warm-up round, then one JSON line: successes, explicit 503s, any
+# other outcome (must be 0), p50/p95 latency, and the server's RSS after the
+# warm-up and after the run (the run must not grow it by more than 5%).
+#
+#   bench/serve_load.sh [--model FILE] [--clients C] [--requests R] [--parallel P]
+#                       [--max-queue Q] [--max-tokens N] [--build DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build
+model=${DWELL_MODELS_DIR:-$root/../shared/models}/stories260K.gguf
+clients=16 requests=20 parallel=2 max_queue=8 max_tokens=32
+while [ $# -gt 0 ]; do
+  case $1 in
+    --model) model=$2; shift 2 ;;
+    --clients) clients=$2; shift 2 ;;
+    --requests) requests=$2; shift 2 ;;
+    --parallel) parallel=$2; shift 2 ;;
+    --max-queue) max_queue=$2; shift 2 ;;
+    --max-tokens) max_tokens=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    *) echo "serve_load.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ -f "$model" ] || { echo "serve_load.sh: model $model not found (set DWELL_MODELS_DIR or --model)" >&2; exit 77; }
+
+log=$(mktemp)
+"$build/bin/dwell" serve -m "$model" --port 0 --parallel "$parallel" --max-queue "$max_queue" \
+  --chat-template chatml 2>"$log" &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
+for _ in $(seq 100); do
+  port=$(sed -n 's/^dwell serve: [^:]*:\([0-9]*\) .*/\1/p' "$log")
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "${port:-}" ] || { echo "serve_load.sh: the server did not start:" >&2; cat "$log" >&2; exit 1; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
+
+# Warm-up: every client once, so sessions, pages and caches reach their size.
+"$build/bin/dwell-serve-load" --port "$port" --clients "$clients" --requests 2 --max-tokens "$max_tokens" >/dev/null
+rss_warm=$(rss_kb)
+result=$("$build/bin/dwell-serve-load" --port "$port" --clients "$clients" --requests "$requests" \
+  --max-tokens "$max_tokens") || status=$?
+rss_after=$(rss_kb)
+health=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health" 2>/dev/null || echo 000)
+kill -0 $pid 2>/dev/null || { echo "serve_load.sh: the server died" >&2; exit 1; }
+growth=$(awk -v a="$rss_warm" -v b="$rss_after" 'BEGIN {printf "%.4f", b / a}')
+echo "${result%\}},\"parallel\":$parallel,\"max_queue\":$max_queue,\"rss_kb_after_warmup\":$rss_warm,\"rss_kb_after_run\":$rss_after,\"rss_ratio\":$growth,\"health_after\":$health}"
+[ "${status:-0}" -eq 0 ] && [ "$health" = 200 ] && awk -v g="$growth" 'BEGIN {exit !(g <= 1.05)}'

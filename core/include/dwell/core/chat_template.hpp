@@ -1,0 +1,111 @@
+// Chat templates: how a conversation becomes the prompt text of an
+// instruction-tuned model, for `dwell chat` and the OpenAI-compatible server.
+//
+// dwell does not run the Jinja template a model file carries in
+// tokenizer.chat_template. It recognises which well-known family that
+// template belongs to (detect()) and renders the family's documented prompt
+// format in C++; `--chat-template NAME` picks a family by name instead
+// (named()). Known families: llama2, llama3, chatml, mistral (Mistral's
+// tokenizer V1: Mistral 7B Instruct v0.1/v0.2, Mixtral 8x7B), mistral-v3
+// (tokenizer V3: Mistral 7B Instruct v0.3, Mixtral 8x22B), gemma, phi3 and
+// zephyr (TinyLlama-Chat; turns end with the sentencepiece EOS "</s>").
+//
+// The rendered text, and how to tokenize it:
+//  - It never starts with the BOS token: the caller puts the BOS id first,
+//    as for any prompt, the way llama.cpp's llama_chat_apply_template
+//    leaves BOS to the tokenizer. Tokens that open or close turns later in the conversation
+//    (Llama 2's "</s><s>", Mistral's "</s>") ARE in the text.
+//  - Special tokens appear as their text ("<|im_start|>", "</s>", ...).
+//    sentencepiece never matches control tokens inside text, so the caller
+//    cuts the text at each string of special_tokens() that is a single token
+//    of the vocabulary, maps it to that id, and encodes each piece of text
+//    between them on its own with Tokenizer::encode(piece, false). That
+//    gives every piece sentencepiece's leading-space prefix when the
+//    vocabulary asks for one (tokenizer.ggml.add_space_prefix), as
+//    llama.cpp's tokenizer does after a special token; the texts are
+//    written for that rule, so where a family's documentation shows a space
+//    that this prefix supplies (Mistral's "</s> [INST]"), the space is not
+//    in the text.
+//  - add_generation_prompt appends what opens the assistant's turn
+//    ("<|im_start|>assistant\n", ...) so that generation continues as the
+//    assistant. Llama 2 and Mistral have no such header: their user turn
+//    ends with "[/INST]", after which the assistant speaks anyway.
+//
+// Thread-safety: a ChatTemplate is an immutable value; every member is const
+// and safe to call from many threads. Ownership: it owns its strings;
+// render() returns a new string and keeps no reference to the messages.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dwell/model.h"
+
+namespace dwell {
+
+struct ChatMessage {
+    std::string role;  // "system", "user" or "assistant"
+    std::string content;
+};
+
+class ChatTemplate {
+public:
+    // The family called `name` (a known name or an alias such as "llama-3",
+    // "qwen2", "gemma3", "mistral-v1", "tinyllama"; case-insensitive).
+    // Throws dwell::Error (DWELL_ERR_INVALID_ARGUMENT) with one line listing
+    // the known names when there is no such family.
+    static ChatTemplate named(std::string_view name);
+
+    // The family of a Jinja template text as found in GGUF metadata
+    // tokenizer.chat_template, recognised by the tokens and phrases that set
+    // each family apart. Throws dwell::Error (DWELL_ERR_UNSUPPORTED) when the
+    // text is empty or matches no family, quoting its start and naming the
+    // --chat-template override.
+    static ChatTemplate detect(std::string_view jinja_text);
+
+    // The template a host should use: named(override_name) when the user gave
+    // one (non-empty), otherwise detect(jinja_text). The override wins even
+    // when the model's template is recognised.
+    static ChatTemplate choose(std::string_view override_name, std::string_view jinja_text);
+
+    // Canonical names of the known families, in the order error messages
+    // list them.
+    static const std::vector<std::string>& known_names();
+
+    // Canonical family name, e.g. "llama3" (also for ChatTemplate::named("llama-3")).
+    const std::string& name() const { return name_; }
+
+    // The prompt text for `messages` (see the file comment for BOS and special
+    // tokens). Roles other than system/user/assistant throw dwell::Error
+    // (DWELL_ERR_INVALID_ARGUMENT) naming the role. Families without a
+    // system turn (llama2, mistral, mistral-v3, gemma) put system text at the
+    // start of the next user message, as their official templates do.
+    std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+
+    // Texts of tokens that end the assistant's turn, e.g. "<|eot_id|>". The
+    // generation loop stops when the sampled token's piece
+    // (Tokenizer::piece) equals one of them; control tokens decode to no
+    // text, so comparing decoded text is not enough. The vocabulary's EOS id
+    // ends generation as well.
+    const std::vector<std::string>& stop_strings() const { return stop_strings_; }
+
+    // Texts of the special tokens render() may emit (see the file comment).
+    const std::vector<std::string>& special_tokens() const { return special_tokens_; }
+
+private:
+    enum class Family { Llama2, Llama3, ChatML, Mistral, MistralV3, Gemma, Phi3, Zephyr };
+    explicit ChatTemplate(Family family);
+
+    Family family_;
+    std::string name_;
+    std::vector<std::string> stop_strings_;
+    std::vector<std::string> special_tokens_;
+};
+
+// The model's tokenizer.chat_template metadata string (for GGUF files and
+// dwell packs alike: pass Model::source().metadata()); empty when the key is
+// absent or not a string.
+std::string chat_template_text(const dwell_metadata& metadata);
+
+}  // namespace dwell

@@ -1,0 +1,270 @@
+// `dwell chat`: a conversation in the terminal. Each turn re-renders the
+// conversation with the model's chat template and feeds only what the
+// session does not hold yet; /reset, /backend NAME, /stats, /save FILE,
+// /load FILE, /quit. Ctrl-C stops the reply being written, not the program.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "cli_common.hpp"
+#include "dwell/core/chat_prompt.hpp"
+#include "dwell/core/error.hpp"
+#include "dwell/core/format_bytes.hpp"
+#include "dwell/core/model.hpp"
+#include "dwell/core/session.hpp"
+#include "dwell/core/text_generation.hpp"
+#include "dwell/core/tokenizer.hpp"
+
+namespace dwell::cli {
+
+namespace {
+
+// The conversation: its messages, and the session holding their tokens.
+class Chat {
+public:
+    Chat(Runtime& runtime, std::shared_ptr<const Model> model, ChatPrompt prompt,
+         SessionOptions options, std::vector<ChatMessage> opening)
+        : runtime_(runtime),
+          model_(std::move(model)),
+          prompt_(std::move(prompt)),
+          options_(options),
+          opening_(std::move(opening)) {
+        reset();
+    }
+
+    void reset() {
+        std::lock_guard lock(mutex_);
+        session_ = std::make_unique<Session>(runtime_, model_, options_);
+        messages_ = opening_;
+        held_text_.clear();
+        pending_ = -1;
+    }
+
+    // Ctrl-C, from the signal thread.
+    void cancel() {
+        std::lock_guard lock(mutex_);
+        session_->cancel();
+    }
+
+    TextResult reply(const std::string& user, TextRequest request,
+                     const std::function<bool(std::string_view)>& on_delta) {
+        messages_.push_back({"user", user});
+        const std::string text = prompt_.chat_template().render(messages_, true);
+        if (!held_text_.empty() && text.compare(0, held_text_.size(), held_text_) == 0) {
+            // Only the new part: the end of the last reply, the user's turn and
+            // the assistant's header.
+            if (pending_ >= 0) request.prompt.push_back(pending_);
+            const auto more = prompt_.encode_text(text.substr(held_text_.size()));
+            request.prompt.insert(request.prompt.end(), more.begin(), more.end());
+        } else {
+            // First turn, or the template rewrote earlier turns: start over
+            // (full pages of an earlier prompt come back from the prefix cache).
+            {
+                std::lock_guard lock(mutex_);
+                session_ = std::make_unique<Session>(runtime_, model_, options_);
+            }
+            request.prompt = prompt_.encode(messages_, true);
+        }
+        request.stop_tokens = prompt_.stop_tokens();
+        TextResult r;
+        try {
+            r = generate_text(*session_, request, on_delta);
+        } catch (const Error& e) {
+            session_->clear_cancel();
+            messages_.pop_back();
+            // What the session holds no longer matches any rendering.
+            held_text_.clear();
+            pending_ = -1;
+            throw;
+        }
+        messages_.push_back({"assistant", r.text});
+        held_text_ = text + r.text;
+        pending_ = r.pending_token;
+        last_ = r.stats;
+        return r;
+    }
+
+    void use_backend(const std::string& name) { session_->use_backend(name); }
+
+    void save(const std::string& path) {
+        if (pending_ >= 0) {
+            session_->decode(std::span<const int32_t>(&pending_, 1));
+            pending_ = -1;
+        }
+        session_->save(path);
+        nlohmann::json j = {{"held_text", held_text_}, {"messages", nlohmann::json::array()}};
+        for (const auto& m : messages_)
+            j["messages"].push_back({{"role", m.role}, {"content", m.content}});
+        std::ofstream(path + ".chat.json") << j.dump(2) << "\n";
+    }
+
+    void load(const std::string& path) {
+        std::ifstream in(path + ".chat.json");
+        if (!in) throw Error(DWELL_ERR_IO, path + ".chat.json: cannot open (saved with /save?)");
+        const nlohmann::json j = nlohmann::json::parse(in);
+        auto restored = Session::restore(runtime_, model_, path, options_);
+        std::lock_guard lock(mutex_);
+        session_ = std::move(restored);
+        messages_.clear();
+        for (const auto& m : j["messages"]) messages_.push_back({m["role"], m["content"]});
+        held_text_ = j["held_text"];
+        pending_ = -1;
+    }
+
+    std::string stats() const {
+        const Session& s = *session_;
+        const PoolStats pool = runtime_.pool().stats();
+        char line[512];
+        std::snprintf(line, sizeof line,
+                      "context %d / %d tokens, %zu messages | KV %s (%d pages in use) | memory %s"
+                      " | last reply %d tokens at %.1f tok/s, prompt %d at %.1f tok/s\n"
+                      "placement: %s",
+                      s.n_past(), s.n_ctx(), messages_.size(),
+                      format_bytes(s.kv_cache().bytes()).c_str(),
+                      runtime_.kv_pages().pages_in_use(), format_bytes(pool.used_bytes).c_str(),
+                      last_.n_generated, last_.generation_tokens_per_second(), last_.n_prompt,
+                      last_.prompt_tokens_per_second(), s.placement_summary().c_str());
+        return line;
+    }
+
+private:
+    Runtime& runtime_;
+    std::shared_ptr<const Model> model_;
+    ChatPrompt prompt_;
+    SessionOptions options_;
+    std::vector<ChatMessage> opening_;
+    std::mutex mutex_;  // session_ swaps against cancel() from the signal thread
+    std::unique_ptr<Session> session_;
+    std::vector<ChatMessage> messages_;
+    std::string held_text_;  // the conversation text the session's tokens stand for
+    int32_t pending_ = -1;
+    GenerationStats last_;
+};
+
+}  // namespace
+
+int chat_command(const std::vector<std::string>& args) {
+    CommonArgs common;
+    std::string model_path, system_prompt, template_name, kv_type;
+    int32_t n_predict = 512, n_ctx = 0;
+    SamplerParams sp;
+    int64_t seed = -1;
+    po::options_description desc("dwell chat");
+    // clang-format off
+    desc.add_options()
+        ("model,m", po::value(&model_path)->required(), "model file (GGUF or dwell pack)")
+        ("system,s", po::value(&system_prompt), "system message opening the conversation")
+        ("chat-template", po::value(&template_name), "chat template family instead of the model's (llama2, llama3, chatml, mistral, mistral-v3, gemma, phi3, zephyr)")
+        ("n-predict,n", po::value(&n_predict)->default_value(n_predict), "longest reply in tokens")
+        ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
+        ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32")
+        ("temp", po::value(&sp.temperature)->default_value(0.8f, "0.8"), "temperature (0: greedy)")
+        ("top-k", po::value(&sp.top_k)->default_value(40), "top-k (0: off)")
+        ("top-p", po::value(&sp.top_p)->default_value(0.95f, "0.95"), "top-p (1: off)")
+        ("min-p", po::value(&sp.min_p)->default_value(0.05f, "0.05"), "min-p (0: off)")
+        ("seed", po::value(&seed)->default_value(-1), "sampling seed (-1: random)");
+    // clang-format on
+    add_runtime_options(desc, common);
+    po::variables_map vm;
+    if (!parse("chat", "-m MODEL [--system TEXT] [--chat-template NAME] [options]", desc, args, vm))
+        return 0;
+    set_verbosity(common.verbosity);
+    sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+
+    // Ctrl-C goes to a thread that stops the reply (blocked here first, so
+    // no other thread receives it).
+    sigset_t interrupt;
+    sigemptyset(&interrupt);
+    sigaddset(&interrupt, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &interrupt, nullptr);
+
+    Runtime runtime(runtime_options(common));
+    auto model = Model::load(runtime, model_path);
+    ChatPrompt prompt(
+        model->tokenizer(),
+        ChatTemplate::choose(template_name, chat_template_text(model->source().metadata())));
+    SessionOptions so;
+    so.n_ctx = n_ctx;
+    if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
+    std::vector<ChatMessage> opening;
+    if (!system_prompt.empty()) opening.push_back({"system", system_prompt});
+    const std::string template_used = prompt.chat_template().name();
+    Chat chat(runtime, model, std::move(prompt), so, opening);
+
+    std::atomic<bool> replying{false}, quitting{false};
+    std::thread interrupter([&] {
+        for (;;) {
+            int sig = 0;
+            sigwait(&interrupt, &sig);
+            if (quitting) return;
+            if (replying) {
+                chat.cancel();
+            } else {
+                std::cerr << "\n(Ctrl-C stops a reply; /quit or Ctrl-D leaves)\n";
+            }
+        }
+    });
+    const bool tty = ::isatty(STDIN_FILENO);
+    std::cerr << "dwell chat: " << model->path().filename().string() << " with the "
+              << template_used
+              << " template. /reset /backend NAME /stats /save FILE /load FILE /quit\n";
+    for (std::string line;;) {
+        if (tty) std::cout << "> " << std::flush;
+        if (!std::getline(std::cin, line) || line == "/quit") break;
+        if (line.empty()) continue;
+        try {
+            if (line == "/reset") {
+                chat.reset();
+                std::cout << "(conversation cleared)\n";
+            } else if (line == "/stats") {
+                std::cout << chat.stats() << "\n";
+            } else if (line.rfind("/backend ", 0) == 0) {
+                chat.use_backend(line.substr(9));
+                std::cout << "(backend: " << line.substr(9) << ")\n";
+            } else if (line.rfind("/save ", 0) == 0) {
+                chat.save(line.substr(6));
+                std::cout << "(saved to " << line.substr(6) << ")\n";
+            } else if (line.rfind("/load ", 0) == 0) {
+                chat.load(line.substr(6));
+                std::cout << "(loaded " << line.substr(6) << ")\n";
+            } else if (line[0] == '/') {
+                std::cout << "(unknown command " << line
+                          << "; /reset /backend NAME /stats /save FILE /load FILE /quit)\n";
+            } else {
+                TextRequest request;
+                request.max_tokens = n_predict;
+                request.sampling = sp;
+                replying = true;
+                try {
+                    const TextResult r = chat.reply(line, request, [](std::string_view delta) {
+                        std::cout << delta << std::flush;
+                        return true;
+                    });
+                    replying = false;
+                    std::cout << (r.finish == FinishReason::Length ? " [reply cut at -n]\n" : "\n");
+                } catch (const Error& e) {
+                    replying = false;
+                    if (e.status() != DWELL_ERR_CANCELLED) throw;
+                    std::cout << " [stopped]\n";
+                }
+            }
+        } catch (const Error& e) {
+            std::cout << std::flush;
+            std::cerr << "dwell chat: " << e.what() << "\n";
+        }
+    }
+    quitting = true;
+    pthread_kill(interrupter.native_handle(), SIGINT);
+    interrupter.join();
+    return 0;
+}
+
+}  // namespace dwell::cli

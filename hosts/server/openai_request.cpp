@@ -1,0 +1,126 @@
+#include "openai_request.hpp"
+
+namespace dwell::server {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& what) {
+    throw RequestError(400, "'" + param + "' " + what, param);
+}
+
+float number_in(const json& body, const char* key, float lo, float hi, float fallback) {
+    const auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return fallback;
+    if (!it->is_number()) bad(key, "must be a number");
+    const double v = it->get<double>();
+    if (v < lo || v > hi)
+        bad(key, "must be between " + json(lo).dump() + " and " + json(hi).dump());
+    return static_cast<float>(v);
+}
+
+std::string text_content(const json& content, const std::string& param) {
+    if (content.is_string()) return content.get<std::string>();
+    // [{"type": "text", "text": "..."}]
+    if (content.is_array()) {
+        std::string out;
+        for (const json& part : content) {
+            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+                !part["text"].is_string())
+                bad(param,
+                    "parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is "
+                    "supported)");
+            out += part["text"].get<std::string>();
+        }
+        return out;
+    }
+    bad(param, "must be a string or an array of text parts");
+}
+
+}  // namespace
+
+json error_body(const std::string& message, const std::string& type, const std::string& param) {
+    return json{{"error",
+                 {{"message", message},
+                  {"type", type},
+                  {"param", param.empty() ? json(nullptr) : json(param)},
+                  {"code", nullptr}}}};
+}
+
+CompletionRequest parse_completion_request(const json& body, bool chat, int32_t max_tokens_limit) {
+    if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object");
+    CompletionRequest r;
+    r.chat = chat;
+    if (chat) {
+        const auto it = body.find("messages");
+        if (it == body.end() || !it->is_array() || it->empty())
+            bad("messages", "must be a non-empty array");
+        for (size_t i = 0; i < it->size(); ++i) {
+            const json& m = (*it)[i];
+            const std::string p = "messages[" + std::to_string(i) + "]";
+            if (!m.is_object()) bad(p, "must be an object");
+            if (!m.contains("role") || !m["role"].is_string()) bad(p + ".role", "must be a string");
+            const std::string role = m["role"].get<std::string>();
+            if (role != "system" && role != "user" && role != "assistant" && role != "developer")
+                bad(p + ".role",
+                    "must be system, developer, user or assistant, not '" + role + "'");
+            if (!m.contains("content")) bad(p + ".content", "is required");
+            r.messages.push_back({role == "developer" ? "system" : role,
+                                  text_content(m["content"], p + ".content")});
+        }
+    } else {
+        const auto it = body.find("prompt");
+        if (it == body.end()) bad("prompt", "is required");
+        if (it->is_string()) {
+            r.prompt = it->get<std::string>();
+        } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+            r.prompt = (*it)[0].get<std::string>();
+        } else {
+            bad("prompt", "must be a string (or an array of one string)");
+        }
+    }
+    const char* max_key =
+        body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if (const auto it = body.find(max_key); it != body.end() && !it->is_null()) {
+        if (!it->is_number_integer()) bad(max_key, "must be an integer");
+        const int64_t v = it->get<int64_t>();
+        if (v < 1 || v > max_tokens_limit)
+            bad(max_key, "must be between 1 and " + std::to_string(max_tokens_limit));
+        r.max_tokens = static_cast<int32_t>(v);
+    }
+    r.temperature = number_in(body, "temperature", 0.0f, 2.0f, 1.0f);
+    r.top_p = number_in(body, "top_p", 0.0f, 1.0f, 1.0f);
+    if (const auto it = body.find("seed"); it != body.end() && !it->is_null()) {
+        if (!it->is_number_integer()) bad("seed", "must be an integer");
+        r.seed = static_cast<uint64_t>(it->get<int64_t>());
+    }
+    if (const auto it = body.find("n"); it != body.end() && !it->is_null()) {
+        if (!it->is_number_integer() || it->get<int64_t>() != 1)
+            bad("n", "must be 1 (one choice per request)");
+    }
+    if (const auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+        if (it->is_string()) {
+            r.stop.push_back(it->get<std::string>());
+        } else if (it->is_array() && it->size() <= 4) {
+            for (const json& s : *it) {
+                if (!s.is_string() || s.get<std::string>().empty())
+                    bad("stop", "must hold non-empty strings");
+                r.stop.push_back(s.get<std::string>());
+            }
+        } else {
+            bad("stop", "must be a string or an array of up to 4 strings");
+        }
+    }
+    if (const auto it = body.find("stream"); it != body.end() && !it->is_null()) {
+        if (!it->is_boolean()) bad("stream", "must be true or false");
+        r.stream = it->get<bool>();
+    }
+    if (const auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) bad("stream_options", "must be an object");
+        r.include_usage = it->value("include_usage", false);
+    }
+    return r;
+}
+
+}  // namespace dwell::server

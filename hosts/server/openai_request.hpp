@@ -1,0 +1,58 @@
+// The body of POST /v1/completions and /v1/chat/completions, read and
+// checked: a field of the wrong type or out of range is a RequestError
+// naming it, which the server answers with 400 and an OpenAI-style body.
+//
+// Thread-safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dwell/core/chat_template.hpp"
+
+namespace dwell::server {
+
+class RequestError : public std::runtime_error {
+public:
+    RequestError(int status, const std::string& message, std::string param = "",
+                 std::string type = "invalid_request_error")
+        : std::runtime_error(message),
+          status_(status),
+          param_(std::move(param)),
+          type_(std::move(type)) {}
+    int status() const { return status_; }
+    const std::string& param() const { return param_; }
+    const std::string& type() const { return type_; }
+
+private:
+    int status_;
+    std::string param_;
+    std::string type_;
+};
+
+struct CompletionRequest {
+    bool chat = false;
+    std::string prompt;                 // completions
+    std::vector<ChatMessage> messages;  // chat completions
+    int32_t max_tokens = 0;             // 0: the server's default
+    float temperature = 1.0f;
+    float top_p = 1.0f;
+    std::optional<uint64_t> seed;
+    std::vector<std::string> stop;
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+};
+
+// Throws RequestError. max_tokens_limit caps max_tokens.
+CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat,
+                                           int32_t max_tokens_limit);
+
+// {"error": {"message", "type", "param", "code"}}
+nlohmann::json error_body(const std::string& message, const std::string& type,
+                          const std::string& param = "");
+
+}  // namespace dwell::server

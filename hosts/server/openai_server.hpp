@@ -1,0 +1,67 @@
+// `dwell serve`: an OpenAI-compatible HTTP API over one model —
+// GET /v1/models, POST /v1/completions and /v1/chat/completions (streamed
+// as server-sent events with stream: true), GET /health, GET /metrics.
+//
+// Each request gets its own session (prompt prefixes are shared through
+// the runtime's paged KV cache). At most `parallel` requests generate at
+// once and `max_queue` more wait; beyond that: 503 with Retry-After. A
+// client that goes away cancels its generation.
+//
+// Thread-safety: start() blocks serving until stop() (from another thread
+// or a signal handler's thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "dwell/core/chat_prompt.hpp"
+
+namespace dwell {
+class Model;
+class Runtime;
+}  // namespace dwell
+
+namespace dwell::server {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    int port = 8080;                  // 0: any free port (see bound_port())
+    std::string api_key;              // non-empty: requests need "Authorization: Bearer KEY"
+    int32_t parallel = 2;             // requests generating at once
+    int32_t max_queue = 16;           // more requests waiting for a place
+    size_t max_body_bytes = 1 << 20;  // larger bodies: 413
+    int32_t max_tokens_limit = 4096;  // the largest max_tokens a request may ask
+    int32_t default_max_tokens = 256;
+    int32_t request_seconds = 300;  // a generation running longer ends ("length")
+    int32_t n_ctx = 0;              // sessions' context (0: the model's)
+    std::string chat_template;      // override of the model's template
+    std::string model_name;         // id in /v1/models (default: the file name)
+};
+
+class OpenAiServer {
+public:
+    OpenAiServer(Runtime& runtime, std::shared_ptr<const Model> model, ServerOptions options);
+    ~OpenAiServer();
+    OpenAiServer(const OpenAiServer&) = delete;
+    OpenAiServer& operator=(const OpenAiServer&) = delete;
+
+    // Binds and serves until stop(). Throws naming the address when it
+    // cannot bind.
+    void start();
+    // Binds only (then serve() runs the loop): for tests that need the port first.
+    int bind();
+    void serve();
+    void stop();
+    int bound_port() const;
+
+    // Why /v1/chat/completions is refused (no usable template), or "".
+    const std::string& chat_unavailable_reason() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dwell::server
