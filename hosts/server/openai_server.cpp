@@ -287,12 +287,12 @@ json OpenAiServer::Impl::final_body(const Job& job, const TextResult& r) const {
 
 void OpenAiServer::Impl::write_whole(Job& job, httplib::DataSink& sink) {
     // A space now and then (JSON allows leading whitespace) finds out
-    // whether the client is still there while the reply is generated.
+    // whether the client is still there while a long reply is generated.
     int deltas = 0;
     TextResult r;
     try {
         r = generate_text(*job.session, job.text, [&](std::string_view) {
-            return ++deltas % 8 != 0 || sink.write(" ", 1);
+            return ++deltas % 64 != 0 || sink.write(" ", 1);
         });
     } catch (const Error& e) {
         const std::string body = error_body(e.what(), "server_error").dump();
@@ -306,7 +306,7 @@ void OpenAiServer::Impl::write_whole(Job& job, httplib::DataSink& sink) {
                      r.completion_tokens);
         return;
     }
-    const std::string body = final_body(job, r).dump();
+    const std::string body = final_body(job, r).dump() + "\n";
     sink.write(body.data(), body.size());
     sink.done();
 }

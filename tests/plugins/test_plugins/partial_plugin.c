@@ -4,10 +4,13 @@
  *
  * Failure injection, by [[backend]] options: fail_every = "N" fails every
  * Nth graph_compute call, fail_from = "N" every call from the Nth on (an
- * error status and message, nothing computed). */
+ * error status and message, nothing computed). delay_ms = "N" makes each
+ * call take N ms longer: a slow device, for tests that must act while a
+ * generation runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dwell/backend.h"
 #include "dwell/plugin.h"
@@ -18,6 +21,7 @@ struct dwell_backend_context {
     long calls;
     long fail_every;
     long fail_from;
+    long delay_ms;
 };
 
 static char g_error[128];
@@ -66,6 +70,7 @@ static dwell_status context_create(void* self, uint32_t device, const dwell_opti
     for (size_t i = 0; i < n_options; ++i) {
         if (strcmp(options[i].key, "fail_every") == 0) (*out)->fail_every = atol(options[i].value);
         if (strcmp(options[i].key, "fail_from") == 0) (*out)->fail_from = atol(options[i].value);
+        if (strcmp(options[i].key, "delay_ms") == 0) (*out)->delay_ms = atol(options[i].value);
     }
     return DWELL_OK;
 }
@@ -100,6 +105,10 @@ static int32_t supports_op(dwell_backend_context* ctx, const dwell_graph* g, int
 static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* g,
                                   const int32_t* ids, size_t n_ids) {
     ctx->calls++;
+    if (ctx->delay_ms > 0) {
+        const struct timespec pause = {ctx->delay_ms / 1000, (ctx->delay_ms % 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+    }
     if ((ctx->fail_every > 0 && ctx->calls % ctx->fail_every == 0) ||
         (ctx->fail_from > 0 && ctx->calls >= ctx->fail_from)) {
         snprintf(ctx->error, sizeof ctx->error, "injected failure (call %ld)", ctx->calls);
