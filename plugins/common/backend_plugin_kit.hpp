@@ -1,15 +1,20 @@
-// Pieces every out-of-process-library backend plugin (opencl, hexagon)
-// needs and would otherwise write again: resolving a vendor library's
-// symbols, answering dwell_plugin_query, the supports_op wrapper, and the
-// set of tensors a graph writes. Header-only; sees only the SDK headers.
+// Pieces every out-of-process-library backend plugin (opencl, hexagon, apu,
+// nnrt) needs and would otherwise write again: resolving a vendor library's
+// symbols, answering dwell_plugin_query and device_info, the vtable's error
+// and context entries, the supports_op wrapper, refusing a graph_compute
+// with an unsupported node, reading options, and the set of tensors a graph
+// writes. Header-only; sees only the SDK headers.
 //
-// Thread-safety: every function is reentrant. Ownership: nothing is kept.
+// Thread-safety: every function is reentrant. Ownership: nothing is kept;
+// destroy_context takes back the context context_create handed out.
 #pragma once
 
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dwell/backend.h"
@@ -48,6 +53,79 @@ inline dwell_status describe_backend(const dwell_host_services* host, dwell_plug
     }
     info->backend = vtable;
     return DWELL_OK;
+}
+
+// What device_info reports for one device.
+struct DeviceFacts {
+    const char* name = nullptr;
+    const char* description = nullptr;
+    dwell_device_kind kind = DWELL_DEVICE_NPU;
+    const char* hardware_id = nullptr;
+    uint64_t memory_total = 0;  // 0: unknown (memory_free is always 0)
+    dwell_buffer_kind buffer_kind = DWELL_BUFFER_HOST;
+    const char* unavailable_reason = nullptr;  // null: available
+};
+
+// Fills the fields of `info` (non-null) its struct_size has room for.
+inline dwell_status describe_device(dwell_device_info* info, const DeviceFacts& f) {
+    if (DWELL_HAS_FIELD(info, dwell_device_info, name)) info->name = f.name;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, description)) info->description = f.description;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, kind)) info->kind = f.kind;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, hardware_id)) info->hardware_id = f.hardware_id;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_total)) info->memory_total = f.memory_total;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_free)) info->memory_free = 0;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, buffer_kind)) info->buffer_kind = f.buffer_kind;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, available))
+        info->available = f.unavailable_reason == nullptr;
+    if (DWELL_HAS_FIELD(info, dwell_device_info, unavailable_reason))
+        info->unavailable_reason = f.unavailable_reason;
+    info->struct_size =
+        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_device_info)));
+    return DWELL_OK;
+}
+
+// A last_error answer: the message, or "no message" when there is none.
+inline const char* message_or_none(const std::string& message) {
+    return message.empty() ? "no message" : message.c_str();
+}
+
+// The vtable's context_last_error for a context with a `last_error` string.
+template <typename Context>
+const char* context_last_error(Context* c) {
+    return c == nullptr ? "no message" : message_or_none(c->last_error);
+}
+
+// The vtable's context_destroy: owns again what context_create released to
+// the host.
+template <typename Context>
+void destroy_context(Context* c) {
+    std::unique_ptr<Context> owned(c);
+}
+
+// graph_compute's first step: when check(id) (why node `id` cannot run, or
+// "") refuses one of ids[0..n), c.last_error says "node <id>: <why>" and
+// the result is true: nothing has run.
+template <typename Context, typename Check>
+bool refuse_unsupported(Context& c, const int32_t* ids, size_t n, Check check) {
+    for (size_t i = 0; i < n; ++i) {
+        const std::string why = check(ids[i]);
+        if (!why.empty()) {
+            c.last_error = "node " + std::to_string(ids[i]) + ": " + why;
+            return true;
+        }
+    }
+    return false;
+}
+
+// An option's key and value, a missing one as "".
+inline std::pair<std::string, std::string> option_text(const dwell_option& o) {
+    return {o.key ? o.key : "", o.value ? o.value : ""};
+}
+
+// Host-wide CPU settings the runtime passes to every backend: not a
+// plugin's to refuse.
+inline bool is_host_option(const std::string& key) {
+    return key == "threads" || key == "affinity";
 }
 
 // supports_op over a check that returns why a node cannot run ("" if it

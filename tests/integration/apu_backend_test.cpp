@@ -9,85 +9,34 @@
 // its networks from the cache; and the double's contract checks stay clean.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <sstream>
 
 #include "dwell/core/model.hpp"
 #include "dwell/core/runtime.hpp"
 #include "dwell/core/session.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
+#include "vendor_double_fixture.hpp"
 
 namespace dwell::test {
 namespace {
 
 #ifdef DWELL_TEST_FAKE_NEURON
 
-// The default logger's lines while it lives.
-class LogCapture {
-public:
-    LogCapture() : previous_(spdlog::default_logger()) {
-        auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_);
-        spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
-    }
-    ~LogCapture() { spdlog::set_default_logger(previous_); }
-    std::string text() const { return stream_.str(); }
-
-private:
-    std::ostringstream stream_;
-    std::shared_ptr<spdlog::logger> previous_;
-};
-
-class ApuDouble : public Stories260KReference {
+class ApuDouble : public VendorDoubleTest {
 protected:
-    void SetUp() override {
-        Stories260KReference::SetUp();
-        if (IsSkipped() || HasFatalFailure()) return;
-        ::setenv("DWELL_APU_NEURON_LIB", DWELL_TEST_FAKE_NEURON, 1);
-        ::unsetenv("DWELL_FAKE_NEURON_FAIL");
-        double_ = ::dlopen(DWELL_TEST_FAKE_NEURON, RTLD_NOW);
-        ASSERT_NE(double_, nullptr) << ::dlerror();
-    }
-    void TearDown() override {
-        ::unsetenv("DWELL_FAKE_NEURON_FAIL");
-        if (double_ != nullptr) ::dlclose(double_);
-    }
+    ApuDouble()
+        : VendorDoubleTest({"DWELL_APU_NEURON_LIB", DWELL_TEST_FAKE_NEURON,
+                            "DWELL_FAKE_NEURON_FAIL", DWELL_TEST_FAKE_NEURON,
+                            "fake_neuron_violations"}) {}
 
     RuntimeOptions options(const std::string& apu_options = "") {
-        RuntimeOptions o;
-        o.manifest = dir_.write(
-            "apu.toml", "[device]\nname = \"apu test\"\n[[backend]]\nplugin = \"apu\"\n" +
-                            (apu_options.empty() ? "" : "options = { " + apu_options + " }\n") +
-                            "[[backend]]\nplugin = \"cpu\"\n");
-        o.threads = 2;
-        return o;
-    }
-
-    // The double's record of contract violations and objects left alive.
-    std::string violations() {
-        using Fn = int (*)(char*, int);
-        auto fn = reinterpret_cast<Fn>(::dlsym(double_, "fake_neuron_violations"));
-        char buf[2048] = {0};
-        if (fn == nullptr) return "fake_neuron_violations missing";
-        return fn(buf, sizeof buf) > 0 ? buf : "";
-    }
-    long counter(const char* name) {
-        using Fn = long (*)();
-        auto fn = reinterpret_cast<Fn>(::dlsym(double_, name));
-        return fn != nullptr ? fn() : -1;
-    }
-
-    std::vector<int32_t> greedy(Runtime& rt, const ReferenceCase& c) {
-        auto model = Model::load(rt, model_);
-        const auto n = static_cast<int32_t>(c.full_ids.size() -
-                                            model->tokenizer().encode(c.prompt, true).size());
-        return greedy_ids(rt, model_, c.prompt, n);
+        return plugin_then_cpu(dir_, "apu",
+                               apu_options.empty() ? "" : "options = { " + apu_options + " }\n");
     }
 
     // The logits after the prompt, with an F32 KV cache as llama.cpp's
@@ -105,9 +54,6 @@ protected:
         const auto top = std::max_element(logits.begin(), logits.end()) - logits.begin();
         return {worst, top == c.top5.front().first};
     }
-
-    TempDir dir_;
-    void* double_ = nullptr;
 };
 
 TEST_F(ApuDouble, Stories260KMatchesLlamaCppWithTheApuTakingTheProjections) {
@@ -127,17 +73,7 @@ TEST_F(ApuDouble, Stories260KMatchesLlamaCppWithTheApuTakingTheProjections) {
         }
         // The split: every projection (5 layers x 7, and the vocabulary
         // one) on the APU; attention, norms, RoPE and the KV cache on cpu.
-        auto model = Model::load(rt, model_);
-        Session s(rt, model, SessionOptions{});
-        s.decode(model->tokenizer().encode("Once", true));
-        const std::string& placement = s.placement_summary();
-        EXPECT_NE(placement.find("apu/apu0: 36 nodes"), std::string::npos) << placement;
-        EXPECT_NE(placement.find("[matmulx36]"), std::string::npos) << placement;
-        const size_t at = placement.find("cpu/cpu0: ");
-        ASSERT_NE(at, std::string::npos) << placement;
-        const std::string cpu = placement.substr(at, placement.find('\n', at) - at);
-        EXPECT_NE(cpu.find("attentionx5"), std::string::npos) << placement;
-        EXPECT_EQ(cpu.find("matmul"), std::string::npos) << placement;
+        expect_projections_only_on(rt, Model::load(rt, model_), "apu/apu0");
         EXPECT_GT(counter("fake_neuron_compiles"), compiles);
         EXPECT_GT(counter("fake_neuron_executions"), runs);
     }
@@ -241,11 +177,7 @@ TEST_F(ApuDouble, BadOptionsAreRefusedNamingTheKey) {
     RuntimeOptions o = options("weights = \"int4\"");
     o.require_backend = false;
     Runtime rt(o);
-    bool said = false;
-    for (const auto& ch : rt.backend_choices())
-        said |= ch.plugin == "apu" &&
-                ch.reason.find("option 'weights' must be one of") != std::string::npos;
-    EXPECT_TRUE(said);
+    EXPECT_TRUE(choice_says(rt, "apu", "option 'weights' must be one of"));
 }
 
 TEST_F(ApuDouble, TheDoubleCatchesMisuse) {
@@ -277,24 +209,9 @@ TEST_F(ApuDouble, TheDoubleCatchesMisuse) {
 #endif
 
 TEST(ApuPlugin, WithoutNeuronAdapterTheDeviceIsUnavailableAndTheManifestFallsThrough) {
-    ::setenv("DWELL_APU_NEURON_LIB", "/nonexistent/libneuron_adapter.so", 1);
-    TempDir dir;
-    RuntimeOptions o;
-    o.manifest = dir.write("m.toml",
-                           "[device]\nname = \"x\"\n[[backend]]\nplugin = \"apu\"\n"
-                           "[[backend]]\nplugin = \"cpu\"\n");
-    o.threads = 2;
-    Runtime rt(o);
-    ASSERT_EQ(rt.backends().size(), 1u);
-    EXPECT_EQ(rt.backends().front()->label(), "cpu/cpu0");
-    bool said = false;
-    for (const auto& ch : rt.backend_choices())
-        said |=
-            ch.plugin == "apu" && ch.reason.find(
-                                      "unavailable: NeuronAdapter library not found (tried "
-                                      "/nonexistent/libneuron_adapter.so)") != std::string::npos;
-    EXPECT_TRUE(said);
-    ::unsetenv("DWELL_APU_NEURON_LIB");
+    expect_fall_through_without_library(
+        "apu", "DWELL_APU_NEURON_LIB", "/nonexistent/libneuron_adapter.so",
+        "unavailable: NeuronAdapter library not found (tried /nonexistent/libneuron_adapter.so)");
 }
 
 }  // namespace

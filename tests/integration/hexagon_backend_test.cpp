@@ -15,59 +15,24 @@
 #include "dwell/core/session.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
+#include "vendor_double_fixture.hpp"
 
 namespace dwell::test {
 namespace {
 
 #ifdef DWELL_TEST_FAKE_CDSPRPC
 
-class HexagonDouble : public Stories260KReference {
+class HexagonDouble : public VendorDoubleTest {
 protected:
-    void SetUp() override {
-        Stories260KReference::SetUp();
-        if (IsSkipped() || HasFatalFailure()) return;
-        ::setenv("DWELL_HEXAGON_FASTRPC_LIB", DWELL_TEST_FAKE_CDSPRPC, 1);
-        ::unsetenv("DWELL_FAKE_DSP_FAIL");
-        double_ = ::dlopen(DWELL_TEST_FAKE_CDSPRPC, RTLD_NOW);
-        ASSERT_NE(double_, nullptr) << ::dlerror();
-    }
-    void TearDown() override {
-        ::unsetenv("DWELL_FAKE_DSP_FAIL");
-        if (double_ != nullptr) ::dlclose(double_);
-    }
+    HexagonDouble()
+        : VendorDoubleTest({"DWELL_HEXAGON_FASTRPC_LIB", DWELL_TEST_FAKE_CDSPRPC,
+                            "DWELL_FAKE_DSP_FAIL", DWELL_TEST_FAKE_CDSPRPC,
+                            "fake_cdsprpc_violations"}) {}
 
     RuntimeOptions options(const std::string& hexagon_options = "") {
-        RuntimeOptions o;
-        o.manifest = dir_.write("hexagon.toml",
-                                "[device]\nname = \"hexagon test\"\n[[backend]]\n"
-                                "plugin = \"hexagon\"\n" +
-                                    hexagon_options + "[[backend]]\nplugin = \"cpu\"\n");
-        o.threads = 2;
-        return o;
+        return plugin_then_cpu(dir_, "hexagon", hexagon_options);
     }
-
-    // The double's record of contract violations and leftovers.
-    std::string violations() {
-        using Fn = int (*)(char*, int);
-        auto fn = reinterpret_cast<Fn>(::dlsym(double_, "fake_cdsprpc_violations"));
-        char buf[1024] = {0};
-        return fn != nullptr && fn(buf, sizeof buf) > 0 ? buf : "";
-    }
-    long invokes() {
-        using Fn = long (*)();
-        auto fn = reinterpret_cast<Fn>(::dlsym(double_, "fake_cdsprpc_invokes"));
-        return fn != nullptr ? fn() : -1;
-    }
-
-    std::vector<int32_t> greedy(Runtime& rt, const ReferenceCase& c) {
-        auto model = Model::load(rt, model_);
-        const auto n = static_cast<int32_t>(c.full_ids.size() -
-                                            model->tokenizer().encode(c.prompt, true).size());
-        return greedy_ids(rt, model_, c.prompt, n);
-    }
-
-    TempDir dir_;
-    void* double_ = nullptr;
+    long invokes() { return counter("fake_cdsprpc_invokes"); }
 };
 
 TEST_F(HexagonDouble, Stories260KMatchesLlamaCppWithTheDspTakingEveryMatmul) {
@@ -110,22 +75,8 @@ TEST_F(HexagonDouble, DspFailuresRunTheStepOnCpuWithTheSameTokens) {
 #endif
 
 TEST(HexagonPlugin, WithoutFastRpcTheDeviceIsUnavailableAndTheManifestFallsThrough) {
-    ::setenv("DWELL_HEXAGON_FASTRPC_LIB", "/nonexistent/libcdsprpc.so", 1);
-    TempDir dir;
-    RuntimeOptions o;
-    o.manifest = dir.write("m.toml",
-                           "[device]\nname = \"x\"\n[[backend]]\nplugin = \"hexagon\"\n"
-                           "[[backend]]\nplugin = \"cpu\"\n");
-    o.threads = 2;
-    Runtime rt(o);
-    ASSERT_EQ(rt.backends().size(), 1u);
-    EXPECT_EQ(rt.backends().front()->label(), "cpu/cpu0");
-    bool said = false;
-    for (const auto& ch : rt.backend_choices())
-        said |= ch.plugin == "hexagon" &&
-                ch.reason.find("libcdsprpc.so not found") != std::string::npos;
-    EXPECT_TRUE(said);
-    ::unsetenv("DWELL_HEXAGON_FASTRPC_LIB");
+    expect_fall_through_without_library("hexagon", "DWELL_HEXAGON_FASTRPC_LIB",
+                                        "/nonexistent/libcdsprpc.so", "libcdsprpc.so not found");
 }
 
 }  // namespace

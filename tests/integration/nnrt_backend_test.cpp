@@ -7,111 +7,55 @@
 // build or run makes that step run on cpu with the same tokens; a second
 // runtime loads the compiled models from the cache; and the double's
 // contract holds (call order, types and shapes, nothing left alive).
-#include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <sstream>
 
 #include "dwell/core/model.hpp"
 #include "dwell/core/runtime.hpp"
 #include "dwell/core/session.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
+#include "vendor_double_fixture.hpp"
 
 namespace dwell::test {
 namespace {
 
 #ifdef DWELL_TEST_FAKE_NNRT
 
-// Everything the runtime logs while it lives.
-class NnrtLogCapture {
-public:
-    NnrtLogCapture() : previous_(spdlog::default_logger()) {
-        auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_);
-        spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
-    }
-    ~NnrtLogCapture() { spdlog::set_default_logger(previous_); }
-    std::string text() const { return stream_.str(); }
-
-private:
-    std::ostringstream stream_;
-    std::shared_ptr<spdlog::logger> previous_;
-};
-
-class NnrtDouble : public Stories260KReference {
+class NnrtDouble : public VendorDoubleTest {
 protected:
-    void SetUp() override {
-        Stories260KReference::SetUp();
-        if (IsSkipped() || HasFatalFailure()) return;
-        ::setenv("DWELL_NNRT_LIB_DIR", DWELL_TEST_FAKE_NNRT, 1);
-        ::unsetenv("DWELL_FAKE_NNRT_FAIL");
-        // The same file the plugin loads, so the same instance of the double.
-        const std::string core = std::string(DWELL_TEST_FAKE_NNRT) + "/libneural_network_core.so";
-        double_ = ::dlopen(core.c_str(), RTLD_NOW);
-        ASSERT_NE(double_, nullptr) << ::dlerror();
-    }
-    void TearDown() override {
-        ::unsetenv("DWELL_FAKE_NNRT_FAIL");
-        if (double_ != nullptr) ::dlclose(double_);
-    }
+    // The plugin is given the folder; the test opens the core half, the
+    // same file the plugin loads, so the same instance of the double.
+    NnrtDouble()
+        : VendorDoubleTest({"DWELL_NNRT_LIB_DIR", DWELL_TEST_FAKE_NNRT, "DWELL_FAKE_NNRT_FAIL",
+                            std::string(DWELL_TEST_FAKE_NNRT) + "/libneural_network_core.so",
+                            "fake_nnrt_violations"}) {}
 
     // nnrt first, then cpu; the cache in this test's own folder unless
     // `options` names one.
     RuntimeOptions options(const std::string& nnrt_options = "",
                            const std::string& entry_extra = "") {
-        RuntimeOptions o;
         const std::string opts = nnrt_options.find("cache_dir") != std::string::npos
                                      ? nnrt_options
                                      : nnrt_options + (nnrt_options.empty() ? "" : ", ") +
                                            "cache_dir = \"" + (dir_.path() / "cache").string() +
                                            "\"";
-        o.manifest = dir_.write("nnrt.toml",
-                                "[device]\nname = \"nnrt test\"\n[[backend]]\n"
-                                "plugin = \"nnrt\"\n" +
-                                    entry_extra + "options = { " + opts +
-                                    " }\n[[backend]]\nplugin = \"cpu\"\n");
-        o.threads = 2;
-        return o;
+        return plugin_then_cpu(dir_, "nnrt", entry_extra + "options = { " + opts + " }\n");
     }
 
-    template <typename R, typename... A>
-    R call(const char* name, A... args) {
-        auto fn = reinterpret_cast<R (*)(A...)>(::dlsym(double_, name));
-        EXPECT_NE(fn, nullptr) << name;
-        return fn != nullptr ? fn(args...) : R{};
-    }
-    std::string text_of(const char* name) {
-        char buf[4096] = {0};
-        return call<int>(name, static_cast<char*>(buf), static_cast<int>(sizeof buf)) > 0 ? buf
-                                                                                          : "";
-    }
-    // The double's record of contract violations and objects still alive.
-    std::string violations() { return text_of("fake_nnrt_violations"); }
-    long builds() { return call<long>("fake_nnrt_builds"); }
-    long cache_hits() { return call<long>("fake_nnrt_cache_hits"); }
-    long runs() { return call<long>("fake_nnrt_runs"); }
-
-    std::vector<int32_t> greedy(Runtime& rt, const ReferenceCase& c) {
-        auto model = Model::load(rt, model_);
-        const auto n = static_cast<int32_t>(c.full_ids.size() -
-                                            model->tokenizer().encode(c.prompt, true).size());
-        return greedy_ids(rt, model_, c.prompt, n);
-    }
-
-    TempDir dir_;
-    void* double_ = nullptr;
+    long builds() { return counter("fake_nnrt_builds"); }
+    long cache_hits() { return counter("fake_nnrt_cache_hits"); }
+    long runs() { return counter("fake_nnrt_runs"); }
 };
 
 TEST_F(NnrtDouble, Stories260KMatchesLlamaCppWithNnrtTakingTheProjections) {
     const long runs_before = runs();
     {
-        NnrtLogCapture log;
+        LogCapture log;
         Runtime rt(options("performance = \"extreme\", priority = \"high\""));
         // The double lists fake-cpu first; the accelerator is chosen.
         ASSERT_EQ(rt.backends().front()->label(), "nnrt/fake-npu");
@@ -131,18 +75,7 @@ TEST_F(NnrtDouble, Stories260KMatchesLlamaCppWithNnrtTakingTheProjections) {
             for (const auto& [id, value] : c.top5)
                 EXPECT_NEAR(logits[static_cast<size_t>(id)], value, 1e-4 + 5e-5) << id;
         }
-        Session s(rt, model, SessionOptions{});
-        s.decode(model->tokenizer().encode("Once", true));
-        // The split: every projection (5 layers x 7, and the vocabulary
-        // one) on nnrt, nothing else; attention, norms and RoPE on cpu.
-        const std::string& placement = s.placement_summary();
-        EXPECT_NE(placement.find("nnrt/fake-npu: 36 nodes"), std::string::npos) << placement;
-        EXPECT_NE(placement.find("[matmulx36]"), std::string::npos) << placement;
-        const size_t from = placement.find("cpu/cpu0: ");
-        ASSERT_NE(from, std::string::npos) << placement;
-        const std::string cpu = placement.substr(from, placement.find('\n', from) - from);
-        EXPECT_NE(cpu.find("attentionx5"), std::string::npos) << placement;
-        EXPECT_EQ(cpu.find("matmul"), std::string::npos) << placement;
+        expect_projections_only_on(rt, model, "nnrt/fake-npu");
         EXPECT_GT(runs(), runs_before);
         // The manifest's options reached the compilation (device 9 is fake-npu).
         EXPECT_EQ(text_of("fake_nnrt_last_build"),
@@ -198,7 +131,7 @@ TEST_F(NnrtDouble, FailedBuildsAndRunsRunTheStepOnCpuWithTheSameTokens) {
         SCOPED_TRACE(fault);
         ::setenv("DWELL_FAKE_NNRT_FAIL", fault.c_str(), 1);
         {
-            NnrtLogCapture log;
+            LogCapture log;
             // No cache: a build must really happen for "build:N" to hit it.
             Runtime rt(options("cache_dir = \"none\""));
             EXPECT_EQ(greedy(rt, c), c.full_ids);
@@ -252,13 +185,9 @@ TEST_F(NnrtDouble, TheDeviceIsChosenByName) {
         // with the devices there are, and the manifest falls through.
         Runtime rt(options("device = \"cpu\""));
         EXPECT_EQ(rt.backends().front()->label(), "cpu/cpu0");
-        bool said = false;
-        for (const auto& ch : rt.backend_choices())
-            said |=
-                ch.plugin == "nnrt" && ch.reason.find(
-                                           "option device = 'cpu' does not match fake-npu (NNRt "
-                                           "devices: fake-npu, fake-cpu") != std::string::npos;
-        EXPECT_TRUE(said);
+        EXPECT_TRUE(choice_says(rt, "nnrt",
+                                "option device = 'cpu' does not match fake-npu (NNRt "
+                                "devices: fake-npu, fake-cpu"));
     }
     EXPECT_EQ(violations(), "");
 }
@@ -266,23 +195,8 @@ TEST_F(NnrtDouble, TheDeviceIsChosenByName) {
 #endif
 
 TEST(NnrtPlugin, WithoutTheLibrariesTheDeviceIsUnavailableAndTheManifestFallsThrough) {
-    ::setenv("DWELL_NNRT_LIB_DIR", "/nonexistent", 1);
-    TempDir dir;
-    RuntimeOptions o;
-    o.manifest = dir.write("m.toml",
-                           "[device]\nname = \"x\"\n[[backend]]\nplugin = \"nnrt\"\n"
-                           "[[backend]]\nplugin = \"cpu\"\n");
-    o.threads = 2;
-    Runtime rt(o);
-    ASSERT_EQ(rt.backends().size(), 1u);
-    EXPECT_EQ(rt.backends().front()->label(), "cpu/cpu0");
-    bool said = false;
-    for (const auto& ch : rt.backend_choices())
-        said |= ch.plugin == "nnrt" &&
-                ch.reason.find("unavailable: libneural_network_core.so not found (") !=
-                    std::string::npos;
-    EXPECT_TRUE(said);
-    ::unsetenv("DWELL_NNRT_LIB_DIR");
+    expect_fall_through_without_library("nnrt", "DWELL_NNRT_LIB_DIR", "/nonexistent",
+                                        "unavailable: libneural_network_core.so not found (");
 }
 
 }  // namespace

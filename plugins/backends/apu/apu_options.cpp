@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 
+#include "backend_plugin_kit.hpp"
 #include "neuron_adapter_api.hpp"
 #include "neuron_objects.hpp"
 
@@ -26,8 +27,7 @@ T pick(const std::string& key, const std::string& value, const std::map<std::str
 ApuOptions parse_options(const dwell_option* options, size_t n_options) {
     ApuOptions o;
     for (size_t i = 0; i < n_options; ++i) {
-        const std::string key = options[i].key ? options[i].key : "";
-        const std::string value = options[i].value ? options[i].value : "";
+        const auto [key, value] = plugin_kit::option_text(options[i]);
         if (key == "preference") {
             o.preference = pick<int32_t>(key, value,
                                          {{"fast_single_answer", NEURON_PREFER_FAST_SINGLE_ANSWER},
@@ -59,7 +59,7 @@ ApuOptions parse_options(const dwell_option* options, size_t n_options) {
                                "option 'cache_dir': cannot create folder '" + value + "'" +
                                    (ec ? ": " + ec.message() : ""));
             o.cache_dir = value;
-        } else if (key != "threads" && key != "affinity") {
+        } else if (!plugin_kit::is_host_option(key)) {
             throw ApuError(
                 DWELL_ERR_INVALID_ARGUMENT,
                 "unknown apu backend option '" + key +

@@ -33,7 +33,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -45,6 +44,8 @@
 #include "fingerprint.hpp"
 #include "neuron_adapter_api.hpp"
 #include "neuron_objects.hpp"
+#include "vendor_library.hpp"
+#include "weight_release.hpp"
 
 namespace dwell::apu {
 namespace {
@@ -79,16 +80,9 @@ Probe make_probe(const std::vector<std::string>& names) {
 // The probe for the library names in effect: one per value of
 // $DWELL_APU_NEURON_LIB seen, so a process (a test binary) may change it.
 const Probe& probe() {
-    static std::mutex mutex;
-    static std::map<std::string, std::unique_ptr<Probe>> probes;
-    const char* env = std::getenv("DWELL_APU_NEURON_LIB");
-    const std::string key = env && *env ? env : "";
-    std::lock_guard lock(mutex);
-    auto& slot = probes[key];
-    if (!slot)
-        slot = std::make_unique<Probe>(
-            make_probe(key.empty() ? default_library_names() : std::vector<std::string>{key}));
-    return *slot;
+    return plugin_kit::probe_per_value<Probe>("DWELL_APU_NEURON_LIB", [](const std::string& lib) {
+        return make_probe(lib.empty() ? default_library_names() : std::vector<std::string>{lib});
+    });
 }
 
 dwell_status fail_plugin(dwell_status st, std::string message) {
@@ -286,29 +280,18 @@ dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
     if (info == nullptr || index != 0)
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "no such device");
     const Probe& p = probe();
-    if (DWELL_HAS_FIELD(info, dwell_device_info, name)) info->name = "apu0";
-    if (DWELL_HAS_FIELD(info, dwell_device_info, description))
-        info->description = p.api != nullptr ? p.description.c_str() : "MediaTek APU";
-    if (DWELL_HAS_FIELD(info, dwell_device_info, kind)) info->kind = DWELL_DEVICE_NPU;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, hardware_id)) info->hardware_id = "mediatek:apu";
-    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_total)) info->memory_total = 0;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_free)) info->memory_free = 0;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, buffer_kind))
-        info->buffer_kind = DWELL_BUFFER_DMABUF;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, available)) info->available = p.api != nullptr;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, unavailable_reason))
-        info->unavailable_reason = p.api != nullptr ? nullptr : p.why.c_str();
-    info->struct_size =
-        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_device_info)));
-    return DWELL_OK;
+    plugin_kit::DeviceFacts f;
+    f.name = "apu0";
+    f.description = p.api != nullptr ? p.description.c_str() : "MediaTek APU";
+    f.kind = DWELL_DEVICE_NPU;
+    f.hardware_id = "mediatek:apu";
+    f.buffer_kind = DWELL_BUFFER_DMABUF;
+    f.unavailable_reason = p.api != nullptr ? nullptr : p.why.c_str();
+    return plugin_kit::describe_device(info, f);
 }
 
 const char* last_error(void*) {
-    return g_plugin_error.empty() ? "no message" : g_plugin_error.c_str();
-}
-
-void context_destroy(dwell_backend_context* c) {
-    std::unique_ptr<dwell_backend_context> owned(c);  // released to the host by context_create
+    return plugin_kit::message_or_none(g_plugin_error);
 }
 
 dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
@@ -329,10 +312,6 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
     return DWELL_OK;
 }
 
-const char* context_last_error(dwell_backend_context* c) {
-    return c == nullptr || c->last_error.empty() ? "no message" : c->last_error.c_str();
-}
-
 int32_t supports_op(dwell_backend_context* c, const dwell_graph* g, int32_t node) {
     return plugin_kit::supports_via(
         c, g, node, [](const dwell_graph* gr, int32_t id) { return check(gr, id); });
@@ -344,13 +323,9 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "graph_compute: null argument");
     try {
         const std::vector<bool> written = plugin_kit::written_tensors(g);
-        for (size_t i = 0; i < n_ids; ++i) {
-            const std::string why = check(g, ids[i], &written);
-            if (!why.empty()) {
-                c->last_error = "node " + std::to_string(ids[i]) + ": " + why;
-                return DWELL_ERR_UNSUPPORTED;
-            }
-        }
+        if (plugin_kit::refuse_unsupported(*c, ids, n_ids,
+                                           [&](int32_t id) { return check(g, id, &written); }))
+            return DWELL_ERR_UNSUPPORTED;
         // Consecutive nodes with the same row count form one network (the
         // vocabulary projection may see fewer rows than the layers).
         for (size_t start = 0; start < n_ids;) {
@@ -378,14 +353,11 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
 
 void release_weights(dwell_backend_context* c, const void* data, size_t bytes) {
     if (c == nullptr || data == nullptr) return;
-    const auto* begin = static_cast<const uint8_t*>(data);
-    const uint8_t* end = begin + bytes;
-    std::erase_if(c->networks,
-                  [&](const auto& kv) { return kv.second->uses_host_range(begin, end); });
-    std::erase_if(c->weights, [&](const auto& kv) {
-        const auto* p = static_cast<const uint8_t*>(std::get<0>(kv.first));
-        return p >= begin && p < end;
+    const plugin_kit::HostRange range(data, bytes);
+    std::erase_if(c->networks, [&](const auto& kv) {
+        return kv.second->uses_host_range(range.begin(), range.end());
     });
+    plugin_kit::erase_weights_in(c->weights, range, [](const auto&) {});
 }
 
 dwell_backend_plugin make_vtable() {
@@ -395,8 +367,8 @@ dwell_backend_plugin make_vtable() {
     v.device_info = device_info;
     v.last_error = last_error;
     v.context_create = context_create;
-    v.context_destroy = context_destroy;
-    v.context_last_error = context_last_error;
+    v.context_destroy = plugin_kit::destroy_context<dwell_backend_context>;
+    v.context_last_error = plugin_kit::context_last_error<dwell_backend_context>;
     v.supports_op = supports_op;
     v.graph_compute = graph_compute;
     v.release_weights = release_weights;

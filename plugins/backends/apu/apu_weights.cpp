@@ -9,6 +9,7 @@
 #include "fingerprint.hpp"
 #include "neuron_adapter_api.hpp"
 #include "neuron_objects.hpp"
+#include "weight_conversion.hpp"
 
 namespace dwell::apu {
 
@@ -29,7 +30,6 @@ std::shared_ptr<const ConvertedWeight> convert_weight(const dwell_tensor& w, Wei
     const int64_t k = w.ne[0], n = dwell_tensor_nrows(&w);
     cw->k = static_cast<uint32_t>(k);
     cw->n = static_cast<uint32_t>(n);
-    const auto* src = static_cast<const uint8_t*>(w.data);
     if (mode == WeightMode::Auto && w.dtype == DWELL_F32) {
         // The APU gets the file's own values: nothing to convert or keep.
         cw->operand_type = NEURON_TENSOR_FLOAT32;
@@ -39,29 +39,28 @@ std::shared_ptr<const ConvertedWeight> convert_weight(const dwell_tensor& w, Wei
         cw->digest = fnv1a(cw->values, cw->value_bytes);
         return cw;
     }
-    std::vector<float> row(static_cast<size_t>(k));
     const bool int8 = mode == WeightMode::Int8;
     cw->operand_type = int8 ? NEURON_TENSOR_QUANT8_SYMM_PER_CHANNEL : NEURON_TENSOR_FLOAT16;
     cw->owned.resize(static_cast<size_t>(k * n) * (int8 ? 1 : 2));
     if (int8) cw->scales.resize(static_cast<size_t>(n));
-    for (int64_t r = 0; r < n; ++r) {
-        if (dwell_dequantize_row(w.dtype, src + r * w.nb[1], row.data(), k) != 0)
-            throw ApuError(DWELL_ERR_UNSUPPORTED, std::string("no decoder for weights of type ") +
-                                                      dwell_dtype_name(w.dtype));
-        if (int8) {
-            float amax = 0;
-            for (float v : row) amax = std::max(amax, std::fabs(v));
-            // Scales must be positive even for an all-zero row.
-            const float scale = amax > 0 ? amax / 127.0f : 1.0f;
-            cw->scales[static_cast<size_t>(r)] = scale;
-            auto* q = reinterpret_cast<int8_t*>(cw->owned.data()) + r * k;
-            for (int64_t i = 0; i < k; ++i)
-                q[i] = dwell_round_to_q8(row[static_cast<size_t>(i)] / scale);
-        } else {
-            auto* h = reinterpret_cast<uint16_t*>(cw->owned.data()) + r * k;
-            for (int64_t i = 0; i < k; ++i) h[i] = dwell_fp32_to_fp16(row[static_cast<size_t>(i)]);
-        }
-    }
+    const bool decoded =
+        plugin_kit::for_each_dequantized_row(w, n, [&](int64_t r, const float* row) {
+            if (int8) {
+                // f32 scales and round-half-away (dwell_round_to_q8): what
+                // NeuronAdapter's per-channel quant params hold.
+                float amax = 0;
+                for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(row[i]));
+                // Scales must be positive even for an all-zero row.
+                const float scale = amax > 0 ? amax / 127.0f : 1.0f;
+                cw->scales[static_cast<size_t>(r)] = scale;
+                auto* q = reinterpret_cast<int8_t*>(cw->owned.data()) + r * k;
+                for (int64_t i = 0; i < k; ++i) q[i] = dwell_round_to_q8(row[i] / scale);
+            } else {
+                plugin_kit::encode_fp16_row(row, static_cast<size_t>(k),
+                                            cw->owned.data() + r * k * 2);
+            }
+        });
+    if (!decoded) throw ApuError(DWELL_ERR_UNSUPPORTED, plugin_kit::no_decoder_message(w.dtype));
     cw->values = cw->owned.data();
     cw->value_bytes = cw->owned.size();
     cw->digest = fnv1a(cw->values, cw->value_bytes,

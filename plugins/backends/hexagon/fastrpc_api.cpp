@@ -1,22 +1,13 @@
 #include "fastrpc_api.hpp"
 
-#include <dlfcn.h>
-
-#include <map>
-#include <memory>
-#include <mutex>
-
 #include "backend_plugin_kit.hpp"
+#include "vendor_library.hpp"
 
 namespace dwell::hexagon {
 
 namespace {
 
-struct Loaded {
-    FastRpcApi api;
-    bool ok = false;
-    std::string why;
-};
+using Loaded = plugin_kit::LoadedLibrary<FastRpcApi>;
 
 template <typename F>
 bool resolve(void* lib, const char* name, F& slot, std::string& why) {
@@ -25,12 +16,8 @@ bool resolve(void* lib, const char* name, F& slot, std::string& why) {
 
 Loaded load(const std::string& library) {
     Loaded l;
-    void* lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-        const char* e = ::dlerror();
-        l.why = library + " not found" + (e ? std::string(": ") + e : "");
-        return l;
-    }
+    void* lib = plugin_kit::open_vendor_library(library, l.why);
+    if (lib == nullptr) return l;
     FastRpcApi& a = l.api;
     std::string& w = l.why;
     l.ok = resolve(lib, "remote_handle64_open", a.remote_handle64_open, w) &&
@@ -48,15 +35,7 @@ Loaded load(const std::string& library) {
 }  // namespace
 
 const FastRpcApi* load_fastrpc(const std::string& library, std::string& why) {
-    // One load per library path for the process (the plugin registry is
-    // the only mutable global the project allows; this cache is its kin).
-    static std::mutex mutex;
-    static std::map<std::string, std::unique_ptr<Loaded>> loaded;
-    std::lock_guard lock(mutex);
-    auto& slot = loaded[library];
-    if (!slot) slot = std::make_unique<Loaded>(load(library));
-    why = slot->why;
-    return slot->ok ? &slot->api : nullptr;
+    return plugin_kit::load_once<FastRpcApi>(library, why, load);
 }
 
 }  // namespace dwell::hexagon

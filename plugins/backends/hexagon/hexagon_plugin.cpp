@@ -389,29 +389,18 @@ dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
     if (info == nullptr || index != 0)
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "no such device");
     const Probe& p = probe();
-    if (DWELL_HAS_FIELD(info, dwell_device_info, name)) info->name = "cdsp0";
-    if (DWELL_HAS_FIELD(info, dwell_device_info, description))
-        info->description = "Hexagon compute DSP over FastRPC";
-    if (DWELL_HAS_FIELD(info, dwell_device_info, kind)) info->kind = DWELL_DEVICE_DSP;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, hardware_id)) info->hardware_id = "hexagon:cdsp";
-    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_total)) info->memory_total = 0;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_free)) info->memory_free = 0;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, buffer_kind))
-        info->buffer_kind = DWELL_BUFFER_DMABUF;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, available)) info->available = p.rpc != nullptr;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, unavailable_reason))
-        info->unavailable_reason = p.rpc != nullptr ? nullptr : p.why.c_str();
-    info->struct_size =
-        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_device_info)));
-    return DWELL_OK;
+    plugin_kit::DeviceFacts f;
+    f.name = "cdsp0";
+    f.description = "Hexagon compute DSP over FastRPC";
+    f.kind = DWELL_DEVICE_DSP;
+    f.hardware_id = "hexagon:cdsp";
+    f.buffer_kind = DWELL_BUFFER_DMABUF;
+    f.unavailable_reason = p.rpc != nullptr ? nullptr : p.why.c_str();
+    return plugin_kit::describe_device(info, f);
 }
 
 const char* last_error(void*) {
-    return g_plugin_error.empty() ? "no message" : g_plugin_error.c_str();
-}
-
-void context_destroy(dwell_backend_context* c) {
-    std::unique_ptr<dwell_backend_context> owned(c);  // released to the host by context_create
+    return plugin_kit::message_or_none(g_plugin_error);
 }
 
 dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
@@ -423,15 +412,14 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
     auto c = std::make_unique<dwell_backend_context>();
     c->rpc = p.rpc;
     for (size_t i = 0; i < n_options; ++i) {
-        const std::string key = options[i].key ? options[i].key : "";
-        const std::string value = options[i].value ? options[i].value : "";
+        const auto [key, value] = plugin_kit::option_text(options[i]);
         if (key == "timeout_ms") {
             c->timeout_ms = std::atoi(value.c_str());
             if (c->timeout_ms <= 0)
                 return fail_plugin(
                     DWELL_ERR_INVALID_ARGUMENT,
                     "option 'timeout_ms' must be a positive integer, got '" + value + "'");
-        } else if (key != "threads" && key != "affinity") {
+        } else if (!plugin_kit::is_host_option(key)) {
             return fail_plugin(DWELL_ERR_INVALID_ARGUMENT,
                                "unknown hexagon backend option '" + key + "' (known: timeout_ms)");
         }
@@ -449,10 +437,6 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
     return DWELL_OK;
 }
 
-const char* context_last_error(dwell_backend_context* c) {
-    return c == nullptr || c->last_error.empty() ? "no message" : c->last_error.c_str();
-}
-
 int32_t supports_op(dwell_backend_context* c, const dwell_graph* g, int32_t node) {
     return plugin_kit::supports_via(c, g, node, check);
 }
@@ -463,15 +447,13 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "graph_compute: null argument");
     try {
         for (size_t start = 0; start < n_ids; start += DWELL_DSP_MAX_OPS) {
-            for (size_t i = start; i < std::min(n_ids, start + DWELL_DSP_MAX_OPS); ++i) {
-                const std::string why = check(g, ids[i]);
-                if (!why.empty()) {
-                    c->last_error = "node " + std::to_string(ids[i]) + ": " + why;
-                    return DWELL_ERR_UNSUPPORTED;
-                }
-            }
-            const dwell_status st =
-                run_batch(*c, g, ids + start, std::min<size_t>(DWELL_DSP_MAX_OPS, n_ids - start));
+            // A batch at a time: the batches before one with an unsupported
+            // node have run.
+            const size_t n = std::min<size_t>(DWELL_DSP_MAX_OPS, n_ids - start);
+            if (plugin_kit::refuse_unsupported(*c, ids + start, n,
+                                               [&](int32_t id) { return check(g, id); }))
+                return DWELL_ERR_UNSUPPORTED;
+            const dwell_status st = run_batch(*c, g, ids + start, n);
             if (st != DWELL_OK) return st;
         }
         return DWELL_OK;
@@ -488,8 +470,8 @@ dwell_backend_plugin make_vtable() {
     v.device_info = device_info;
     v.last_error = last_error;
     v.context_create = context_create;
-    v.context_destroy = context_destroy;
-    v.context_last_error = context_last_error;
+    v.context_destroy = plugin_kit::destroy_context<dwell_backend_context>;
+    v.context_last_error = plugin_kit::context_last_error<dwell_backend_context>;
     v.supports_op = supports_op;
     v.graph_compute = graph_compute;
     return v;

@@ -2,21 +2,14 @@
 
 #include <dlfcn.h>
 
-#include <map>
-#include <memory>
-#include <mutex>
-
 #include "backend_plugin_kit.hpp"
+#include "vendor_library.hpp"
 
 namespace dwell::nnrt {
 
 namespace {
 
-struct Loaded {
-    NnrtApi api;
-    bool ok = false;
-    std::string why;
-};
+using Loaded = plugin_kit::LoadedLibrary<NnrtApi>;
 
 // dlopen of one library: `dir`/name, or name alone for the loader's search.
 void* open_library(const std::string& dir, const char* name, std::string& why) {
@@ -94,15 +87,8 @@ Loaded load(const std::string& dir) {
 }  // namespace
 
 const NnrtApi* load_nnrt(const std::string& dir, std::string& why) {
-    // One load per directory for the process (the plugin registry is the
-    // only mutable global the project allows; this cache is its kin).
-    static std::mutex mutex;
-    static std::map<std::string, std::unique_ptr<Loaded>> loaded;
-    std::lock_guard lock(mutex);
-    auto& slot = loaded[dir];
-    if (!slot) slot = std::make_unique<Loaded>(load(dir));
-    why = slot->why;
-    return slot->ok ? &slot->api : nullptr;
+    // One load per directory for the process.
+    return plugin_kit::load_once<NnrtApi>(dir, why, load);
 }
 
 std::string return_code_name(int32_t rc) {

@@ -54,6 +54,8 @@
 #include "backend_plugin_kit.hpp"
 #include "nnrt_api.hpp"
 #include "nnrt_network.hpp"
+#include "vendor_library.hpp"
+#include "weight_release.hpp"
 
 namespace dwell::nnrt {
 namespace {
@@ -122,14 +124,7 @@ Probe make_probe(const std::string& dir) {
 // loader's search): made once per folder, so a process that changes the
 // variable (tests) sees the libraries it names.
 const Probe& probe() {
-    static std::mutex mutex;
-    static std::map<std::string, std::unique_ptr<const Probe>> probes;
-    const char* env = std::getenv("DWELL_NNRT_LIB_DIR");
-    const std::string dir = env != nullptr ? env : "";
-    std::lock_guard lock(mutex);
-    auto& p = probes[dir];
-    if (!p) p = std::make_unique<const Probe>(make_probe(dir));
-    return *p;
+    return plugin_kit::probe_per_value<Probe>("DWELL_NNRT_LIB_DIR", make_probe);
 }
 
 enum class WeightMode { Auto, Fp16, Int8 };
@@ -180,7 +175,7 @@ std::string parse_option(Options& o, const std::string& key, const std::string& 
             return "option 'prefill_chunk' must be an integer in 1..4096, got '" + value + "'";
     } else if (key == "cache_dir") {
         o.compile.cache_dir = value == "none" ? "" : value;
-    } else if (key != "threads" && key != "affinity") {
+    } else if (!plugin_kit::is_host_option(key)) {
         return "unknown nnrt backend option '" + key +
                "' (known: weights, device, performance, priority, float16, prefill_chunk, "
                "cache_dir)";
@@ -372,32 +367,18 @@ dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
                                    : d->type == OH_NN_CPU ? DWELL_DEVICE_CPU
                                    : d->type == OH_NN_GPU ? DWELL_DEVICE_GPU
                                                           : DWELL_DEVICE_NPU;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, name))
-        info->name = d != nullptr ? d->name.c_str() : "npu0";
-    if (DWELL_HAS_FIELD(info, dwell_device_info, description))
-        info->description =
-            d != nullptr ? d->description.c_str() : "HarmonyOS Neural Network Runtime";
-    if (DWELL_HAS_FIELD(info, dwell_device_info, kind)) info->kind = kind;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, hardware_id))
-        info->hardware_id = d != nullptr ? d->hardware_id.c_str() : "nnrt";
-    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_total)) info->memory_total = 0;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_free)) info->memory_free = 0;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, buffer_kind))
-        info->buffer_kind = DWELL_BUFFER_DEVICE;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, available)) info->available = d != nullptr;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, unavailable_reason))
-        info->unavailable_reason = d != nullptr ? nullptr : p.why.c_str();
-    info->struct_size =
-        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_device_info)));
-    return DWELL_OK;
+    plugin_kit::DeviceFacts f;
+    f.name = d != nullptr ? d->name.c_str() : "npu0";
+    f.description = d != nullptr ? d->description.c_str() : "HarmonyOS Neural Network Runtime";
+    f.kind = kind;
+    f.hardware_id = d != nullptr ? d->hardware_id.c_str() : "nnrt";
+    f.buffer_kind = DWELL_BUFFER_DEVICE;
+    f.unavailable_reason = d != nullptr ? nullptr : p.why.c_str();
+    return plugin_kit::describe_device(info, f);
 }
 
 const char* last_error(void*) {
-    return g_plugin_error.empty() ? "no message" : g_plugin_error.c_str();
-}
-
-void context_destroy(dwell_backend_context* c) {
-    std::unique_ptr<dwell_backend_context> owned(c);  // released to the host by context_create
+    return plugin_kit::message_or_none(g_plugin_error);
 }
 
 dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
@@ -412,8 +393,8 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
     c->device = p.devices[device];
     c->options.compile.cache_dir = default_cache_dir();
     for (size_t i = 0; i < n_options; ++i) {
-        const std::string why = parse_option(c->options, options[i].key ? options[i].key : "",
-                                             options[i].value ? options[i].value : "");
+        const auto [key, value] = plugin_kit::option_text(options[i]);
+        const std::string why = parse_option(c->options, key, value);
         if (!why.empty()) return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, why);
     }
     if (!c->options.device.empty() && c->device.name.find(c->options.device) == std::string::npos) {
@@ -437,10 +418,6 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
     return DWELL_OK;
 }
 
-const char* context_last_error(dwell_backend_context* c) {
-    return c == nullptr || c->last_error.empty() ? "no message" : c->last_error.c_str();
-}
-
 int32_t supports_op(dwell_backend_context* c, const dwell_graph* g, int32_t node) {
     return plugin_kit::supports_via(c, g, node, check_node);
 }
@@ -450,13 +427,9 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
     if (c == nullptr || g == nullptr || (n_ids > 0 && ids == nullptr))
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "graph_compute: null argument");
     try {
-        for (size_t i = 0; i < n_ids; ++i) {
-            const std::string why = check_node(g, ids[i]);
-            if (!why.empty()) {
-                c->last_error = "node " + std::to_string(ids[i]) + ": " + why;
-                return DWELL_ERR_UNSUPPORTED;
-            }
-        }
+        if (plugin_kit::refuse_unsupported(*c, ids, n_ids,
+                                           [&](int32_t id) { return check_node(g, id); }))
+            return DWELL_ERR_UNSUPPORTED;
         // Runs of nodes with the same number of rows share one model.
         std::vector<int32_t> run;
         int64_t rows = -1;
@@ -487,20 +460,9 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
 // Drops converted weights and the networks built from them.
 void release_weights(dwell_backend_context* c, const void* data, size_t bytes) {
     if (c == nullptr || data == nullptr) return;
-    const auto* begin = static_cast<const uint8_t*>(data);
-    const auto inside = [&](const void* p) {
-        const auto* q = static_cast<const uint8_t*>(p);
-        return q >= begin && q < begin + bytes;
-    };
     std::vector<std::shared_ptr<const ConvertedWeight>> dropped;
-    for (auto it = c->weights.begin(); it != c->weights.end();) {
-        if (inside(std::get<0>(it->first))) {
-            dropped.push_back(it->second);
-            it = c->weights.erase(it);
-        } else {
-            ++it;
-        }
-    }
+    plugin_kit::erase_weights_in(c->weights, plugin_kit::HostRange(data, bytes),
+                                 [&](const auto& kv) { dropped.push_back(kv.second); });
     if (dropped.empty()) return;
     for (auto it = c->networks.begin(); it != c->networks.end();) {
         bool uses = false;
@@ -517,8 +479,8 @@ dwell_backend_plugin make_vtable() {
     v.device_info = device_info;
     v.last_error = last_error;
     v.context_create = context_create;
-    v.context_destroy = context_destroy;
-    v.context_last_error = context_last_error;
+    v.context_destroy = plugin_kit::destroy_context<dwell_backend_context>;
+    v.context_last_error = plugin_kit::context_last_error<dwell_backend_context>;
     v.supports_op = supports_op;
     v.graph_compute = graph_compute;
     v.release_weights = release_weights;

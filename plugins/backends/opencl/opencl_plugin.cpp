@@ -33,6 +33,7 @@
 #include "cl_api.hpp"
 #include "kernels_adreno_source.hpp"
 #include "kernels_portable_source.hpp"
+#include "weight_release.hpp"
 
 struct dwell_backend_context {
     const dwell::opencl::ClApi* cl = nullptr;
@@ -193,8 +194,7 @@ struct Options {
 Options parse_options(const dwell_option* options, size_t n) {
     Options o;
     for (size_t i = 0; i < n; ++i) {
-        const std::string key = options[i].key ? options[i].key : "";
-        const std::string value = options[i].value ? options[i].value : "";
+        const auto [key, value] = plugin_kit::option_text(options[i]);
         if (key == "cache_dir") {
             o.cache_dir = value;
         } else if (key == "kernels") {
@@ -205,7 +205,7 @@ Options parse_options(const dwell_option* options, size_t n) {
                     value + "'");
             }
             o.kernels = value;
-        } else if (key == "threads" || key == "affinity") {
+        } else if (plugin_kit::is_host_option(key)) {
             // Host-wide CPU settings the runtime passes to every backend.
         } else {
             throw std::invalid_argument("unknown opencl backend option '" + key +
@@ -767,31 +767,19 @@ dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
                            "device index " + std::to_string(index) + " is out of range");
     }
     const Device& d = p.devices[index];
-    if (DWELL_HAS_FIELD(info, dwell_device_info, name)) info->name = d.name.c_str();
-    if (DWELL_HAS_FIELD(info, dwell_device_info, description))
-        info->description = d.description.c_str();
-    if (DWELL_HAS_FIELD(info, dwell_device_info, kind)) info->kind = d.kind;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, hardware_id))
-        info->hardware_id = d.hardware_id.c_str();
-    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_total)) info->memory_total = d.memory;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, memory_free)) info->memory_free = 0;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, buffer_kind))
-        info->buffer_kind = DWELL_BUFFER_HOST;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, available)) info->available = d.available;
-    if (DWELL_HAS_FIELD(info, dwell_device_info, unavailable_reason))
-        info->unavailable_reason = d.available ? nullptr : d.why.c_str();
-    info->struct_size =
-        std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_device_info)));
-    return DWELL_OK;
+    plugin_kit::DeviceFacts f;
+    f.name = d.name.c_str();
+    f.description = d.description.c_str();
+    f.kind = d.kind;
+    f.hardware_id = d.hardware_id.c_str();
+    f.memory_total = d.memory;
+    f.buffer_kind = DWELL_BUFFER_HOST;
+    f.unavailable_reason = d.available ? nullptr : d.why.c_str();
+    return plugin_kit::describe_device(info, f);
 }
 
 const char* last_error(void*) {
-    return g_plugin_error.empty() ? "no message" : g_plugin_error.c_str();
-}
-
-void context_destroy(dwell_backend_context* c) {
-    // Handed to the host by context_create's release(); owned again here.
-    std::unique_ptr<dwell_backend_context> owned(c);
+    return plugin_kit::message_or_none(g_plugin_error);
 }
 
 dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
@@ -836,10 +824,6 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
     return DWELL_OK;
 }
 
-const char* context_last_error(dwell_backend_context* c) {
-    return c == nullptr || c->last_error.empty() ? "no message" : c->last_error.c_str();
-}
-
 int32_t supports_op(dwell_backend_context* c, const dwell_graph* g, int32_t node) {
     return plugin_kit::supports_via(c, g, node, check);
 }
@@ -873,16 +857,8 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
 
 void release_weights(dwell_backend_context* c, const void* data, size_t bytes) {
     if (c == nullptr || data == nullptr) return;
-    const auto* begin = static_cast<const uint8_t*>(data);
-    for (auto it = c->prepared.begin(); it != c->prepared.end();) {
-        const auto* p = static_cast<const uint8_t*>(std::get<0>(it->first));
-        if (p >= begin && p < begin + bytes) {
-            c->drop(it->second);
-            it = c->prepared.erase(it);
-        } else {
-            ++it;
-        }
-    }
+    plugin_kit::erase_weights_in(c->prepared, plugin_kit::HostRange(data, bytes),
+                                 [&](auto& kv) { c->drop(kv.second); });
 }
 
 dwell_status op_times(dwell_backend_context* c, dwell_op_time* out, size_t* n, int32_t reset) {
@@ -906,8 +882,8 @@ dwell_backend_plugin make_vtable() {
     v.device_info = device_info;
     v.last_error = last_error;
     v.context_create = context_create;
-    v.context_destroy = context_destroy;
-    v.context_last_error = context_last_error;
+    v.context_destroy = plugin_kit::destroy_context<dwell_backend_context>;
+    v.context_last_error = plugin_kit::context_last_error<dwell_backend_context>;
     v.supports_op = supports_op;
     v.graph_compute = graph_compute;
     v.op_times = op_times;

@@ -47,6 +47,8 @@
 #include <vector>
 
 #include "fake_neuron_kernels.hpp"
+#include "fault_schedule.hpp"
+#include "violation_log.hpp"
 
 // Numeric codes as NeuronAdapter documents them (NNAPI's numbering).
 namespace {
@@ -150,14 +152,13 @@ struct State {
     std::map<NeuronCompilation*, std::unique_ptr<NeuronCompilation>> compilations;
     std::map<NeuronExecution*, std::unique_ptr<NeuronExecution>> executions;
     std::map<NeuronMemory*, std::unique_ptr<NeuronMemory>> memories;
-    std::string violations;
+    fake_vendor::ViolationLog violations;
     long compiles = 0, cache_hits = 0, computes = 0;
-    long finish_calls = 0, compute_calls = 0;
-    std::string fault_spec;                  // DWELL_FAKE_NEURON_FAIL last seen ...
-    long finish_base = 0, compute_base = 0;  // ... and the call counts then
+    // NeuronCompilation_finish and NeuronExecution_compute calls, for faults.
+    fake_vendor::FaultSchedule<2> faults{"DWELL_FAKE_NEURON_FAIL"};
 
     int violate(const std::string& what, int rc) {
-        violations += what + "\n";
+        violations.add(what);
         return rc;
     }
 };
@@ -200,20 +201,8 @@ std::string dims_str(const std::vector<uint32_t>& d) {
     return s + "]";
 }
 
-// Re-reads the fault spec; true when this is the call it names.
-bool injected(State& s, const char* kind, long& calls, long& base) {
-    const char* env = std::getenv("DWELL_FAKE_NEURON_FAIL");
-    const std::string spec = env ? env : "";
-    ++calls;
-    if (spec != s.fault_spec) {
-        s.fault_spec = spec;
-        s.finish_base = s.finish_calls - (kind[0] == 'c' ? 1 : 0);
-        s.compute_base = s.compute_calls - (kind[0] == 'e' ? 1 : 0);
-    }
-    const std::string prefix = std::string(kind) + ":";
-    if (spec.rfind(prefix, 0) != 0) return false;
-    return std::strtol(spec.c_str() + prefix.size(), nullptr, 10) == calls - base;
-}
+// The kinds of call faults are counted for.
+enum : size_t { kFinishCalls, kComputeCalls };
 
 // Why operation `op` does not suit its operands, or "".
 std::string check_operation(const NeuronModel& m, const Operation& op) {
@@ -690,7 +679,7 @@ FAKE_API int NeuronCompilation_finish(NeuronCompilation* c) {
             c->values[i] = o.copied;
         }
     }
-    if (injected(s, "compile", s.finish_calls, s.finish_base)) return kOpFailed;
+    if (s.faults.count(kFinishCalls).is("compile")) return kOpFailed;
     const std::string print = fingerprint(m, *c);
     if (!c->cache_dir.empty()) {
         const std::string path = c->cache_dir + "/" + token_hex(c->token) + ".fake-dla";
@@ -812,7 +801,7 @@ FAKE_API int NeuronExecution_compute(NeuronExecution* e) {
             if (b.memory == nullptr || s.memories.count(b.memory) == 0)
                 return s.violate("NeuronExecution_compute with an input or output not bound",
                                  kBadState);
-    if (injected(s, "execute", s.compute_calls, s.compute_base)) return kBadState;
+    if (s.faults.count(kComputeCalls).is("execute")) return kBadState;
     const NeuronCompilation& c = *e->compilation;
     const NeuronModel& m = *c.model;
     // Every operand as bytes: inputs from their memory, constants from the
@@ -861,7 +850,7 @@ FAKE_API int NeuronExecution_compute(NeuronExecution* e) {
 FAKE_API int fake_neuron_violations(char* out, int cap) {
     State& s = state();
     std::lock_guard lock(s.mutex);
-    std::string all = s.violations;
+    std::string all = s.violations.lines;
     const auto alive = [&](size_t n, const char* what) {
         if (n) all += std::to_string(n) + " " + what + " not freed\n";
     };
@@ -869,11 +858,7 @@ FAKE_API int fake_neuron_violations(char* out, int cap) {
     alive(s.compilations.size(), "NeuronCompilation(s)");
     alive(s.executions.size(), "NeuronExecution(s)");
     alive(s.memories.size(), "NeuronMemory(s)");
-    if (out != nullptr && cap > 0) {
-        std::strncpy(out, all.c_str(), static_cast<size_t>(cap) - 1);
-        out[cap - 1] = 0;
-    }
-    return static_cast<int>(all.size());
+    return fake_vendor::copy_text(all, out, cap);
 }
 
 // Forgets the violations recorded so far (for a test that provokes some).

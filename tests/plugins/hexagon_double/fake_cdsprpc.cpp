@@ -25,6 +25,8 @@
 #include <thread>
 
 #include "dsp_protocol.h"
+#include "fault_schedule.hpp"
+#include "violation_log.hpp"
 
 namespace {
 
@@ -39,11 +41,10 @@ struct State {
     std::map<int, Buffer> buffers;  // by fd
     int sessions = 0;
     long invokes = 0;
-    std::string violations;
-    std::string fault_spec;  // the DWELL_FAKE_DSP_FAIL last seen ...
-    long fault_base = 0;     // ... and the invoke count when it was
+    fake_vendor::ViolationLog violations;
+    fake_vendor::FaultSchedule<1> faults{"DWELL_FAKE_DSP_FAIL"};  // counts invokes
 
-    void violate(const std::string& what) { violations += what + "\n"; }
+    void violate(const std::string& what) { violations.add(what); }
 };
 
 State& state() {
@@ -60,19 +61,6 @@ void* resolve(void* user, dwell_dsp_ref ref) {
     }
     if (ref.offset >= it->second.size) return nullptr;
     return static_cast<uint8_t*>(it->second.data) + ref.offset;
-}
-
-// "kind:N[:MS]" when the Nth invoke is to fail that way.
-bool injected(const char* kind, long n, long* ms) {
-    const char* env = std::getenv("DWELL_FAKE_DSP_FAIL");
-    if (env == nullptr) return false;
-    const std::string spec(env);
-    const std::string prefix = std::string(kind) + ":";
-    if (spec.rfind(prefix, 0) != 0) return false;
-    char* end = nullptr;
-    const long at = std::strtol(spec.c_str() + prefix.size(), &end, 10);
-    if (ms != nullptr) *ms = (end && *end == ':') ? std::strtol(end + 1, nullptr, 10) : 0;
-    return at == n;
 }
 
 }  // namespace
@@ -195,7 +183,7 @@ __attribute__((visibility("default"))) int remote_handle64_invoke(uint64_t h, ui
     };
     auto* args = static_cast<Buf*>(args_);  // remote_arg: a union whose buf member comes first
     State& s = state();
-    long n = 0;
+    fake_vendor::ScheduledCall call;  // "kind:N[:MS]": the Nth invoke fails that way
     {
         std::lock_guard lock(s.mutex);
         if (s.sessions <= 0) {
@@ -203,13 +191,7 @@ __attribute__((visibility("default"))) int remote_handle64_invoke(uint64_t h, ui
             return -1;
         }
         ++s.invokes;
-        const char* env = std::getenv("DWELL_FAKE_DSP_FAIL");
-        const std::string spec = env ? env : "";
-        if (spec != s.fault_spec) {
-            s.fault_spec = spec;
-            s.fault_base = s.invokes - 1;
-        }
-        n = s.invokes - s.fault_base;
+        call = s.faults.count(0);
     }
     const uint32_t method = (scalars >> 24) & 0x1f, n_in = (scalars >> 16) & 0xff,
                    n_out = (scalars >> 8) & 0xff;
@@ -224,12 +206,12 @@ __attribute__((visibility("default"))) int remote_handle64_invoke(uint64_t h, ui
         return -1;
     }
     long ms = 0;
-    if (injected("rpc", n, nullptr)) return 0x80000001;  // a FastRPC error code
+    if (call.is("rpc")) return 0x80000001;  // a FastRPC error code
     // The DSP: its own thread, as on a phone; the caller waits for it.
     const auto* batch = static_cast<const dwell_dsp_batch*>(args[1].pv);
     auto* result = static_cast<dwell_dsp_result*>(args[2].pv);
-    const bool slow = injected("slow", n, &ms);
-    const bool error = injected("error", n, nullptr);
+    const bool slow = call.is("slow", &ms);
+    const bool error = call.is("error");
     std::thread dsp([&] {
         if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
         std::lock_guard lock(s.mutex);
@@ -249,15 +231,11 @@ __attribute__((visibility("default"))) int remote_handle64_invoke(uint64_t h, ui
 __attribute__((visibility("default"))) int fake_cdsprpc_violations(char* out, int cap) {
     State& s = state();
     std::lock_guard lock(s.mutex);
-    std::string all = s.violations;
+    std::string all = s.violations.lines;
     if (s.sessions != 0) all += std::to_string(s.sessions) + " session(s) still open\n";
     if (!s.buffers.empty())
         all += std::to_string(s.buffers.size()) + " rpcmem buffer(s) not freed\n";
-    if (out != nullptr && cap > 0) {
-        std::strncpy(out, all.c_str(), static_cast<size_t>(cap) - 1);
-        out[cap - 1] = 0;
-    }
-    return static_cast<int>(all.size());
+    return fake_vendor::copy_text(all, out, cap);
 }
 
 __attribute__((visibility("default"))) long fake_cdsprpc_invokes() {

@@ -30,24 +30,6 @@
 
 #include "fake_nnrt_state.hpp"
 
-namespace fake_nnrt {
-
-bool State::inject(const char* kind, long calls) {
-    const char* env = std::getenv("DWELL_FAKE_NNRT_FAIL");
-    const std::string spec = env ? env : "";
-    if (spec != fault_spec) {
-        fault_spec = spec;
-        build_base = build_calls - (std::strcmp(kind, "build") == 0 ? 1 : 0);
-        run_base = run_calls - (std::strcmp(kind, "run") == 0 ? 1 : 0);
-    }
-    const std::string prefix = std::string(kind) + ":";
-    if (spec.rfind(prefix, 0) != 0) return false;
-    const long at = std::strtol(spec.c_str() + prefix.size(), nullptr, 10);
-    return at == calls - (std::strcmp(kind, "build") == 0 ? build_base : run_base);
-}
-
-}  // namespace fake_nnrt
-
 using fake_nnrt::Desc;
 using fake_nnrt::State;
 
@@ -405,8 +387,7 @@ FAKE_NNRT_EXPORT int32_t OH_NNCompilation_Build(OH_NNCompilation* c) {
         s.violate("OH_NNCompilation_Build without OH_NNCompilation_SetDevice");
         return fake_nnrt::kOperationForbidden;
     }
-    ++s.build_calls;
-    if (s.inject("build", s.build_calls)) return fake_nnrt::kFailed;
+    if (s.faults.count(State::kBuildCalls).is("build")) return fake_nnrt::kFailed;
     std::ostringstream cfg;
     cfg << "device=" << c->device << " performance=" << c->performance
         << " priority=" << c->priority << " float16=" << c->float16
@@ -575,8 +556,7 @@ FAKE_NNRT_EXPORT int32_t OH_NNExecutor_RunSync(OH_NNExecutor* e, NN_Tensor* inpu
         if (!matches(inputs[i], m.inputs[i], "input")) return fake_nnrt::kInvalidParameter;
     for (size_t i = 0; i < n_out; ++i)
         if (!matches(outputs[i], m.outputs[i], "output")) return fake_nnrt::kInvalidParameter;
-    ++s.run_calls;
-    if (s.inject("run", s.run_calls)) return fake_nnrt::kFailed;
+    if (s.faults.count(State::kRunCalls).is("run")) return fake_nnrt::kFailed;
     std::vector<std::vector<float>> in, out;
     for (size_t i = 0; i < n_in; ++i)
         in.push_back(decode(inputs[i]->desc, inputs[i]->data.data(), e->float16));
@@ -594,7 +574,7 @@ FAKE_NNRT_EXPORT int32_t OH_NNExecutor_RunSync(OH_NNExecutor* e, NN_Tensor* inpu
 FAKE_NNRT_EXPORT int fake_nnrt_violations(char* out, int cap) {
     State& s = st();
     std::lock_guard lock(s.mutex);
-    std::string all = s.violations;
+    std::string all = s.violations.lines;
     const auto open = [&](const std::set<const void*>& live, const char* what) {
         if (!live.empty()) all += std::to_string(live.size()) + " " + what + " not destroyed\n";
     };
@@ -604,11 +584,7 @@ FAKE_NNRT_EXPORT int fake_nnrt_violations(char* out, int cap) {
     open(s.compilations, "compilation(s)");
     open(s.executors, "executor(s)");
     open(s.tensors, "tensor(s)");
-    if (out != nullptr && cap > 0) {
-        std::strncpy(out, all.c_str(), static_cast<size_t>(cap) - 1);
-        out[cap - 1] = 0;
-    }
-    return static_cast<int>(all.size());
+    return fake_vendor::copy_text(all, out, cap);
 }
 
 FAKE_NNRT_EXPORT long fake_nnrt_builds() {
@@ -630,9 +606,5 @@ FAKE_NNRT_EXPORT long fake_nnrt_runs() {
 FAKE_NNRT_EXPORT int fake_nnrt_last_build(char* out, int cap) {
     State& s = st();
     std::lock_guard lock(s.mutex);
-    if (out != nullptr && cap > 0) {
-        std::strncpy(out, s.last_build.c_str(), static_cast<size_t>(cap) - 1);
-        out[cap - 1] = 0;
-    }
-    return static_cast<int>(s.last_build.size());
+    return fake_vendor::copy_text(s.last_build, out, cap);
 }

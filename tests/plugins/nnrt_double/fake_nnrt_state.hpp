@@ -20,6 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "fault_schedule.hpp"
+#include "violation_log.hpp"
+
 #define FAKE_NNRT_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace fake_nnrt {
@@ -171,17 +174,14 @@ namespace fake_nnrt {
 struct State {
     std::mutex mutex;
     std::set<const void*> models, quant_params, descs, compilations, executors, tensors;
-    std::string violations;
-    long build_calls = 0, run_calls = 0;  // every call, for fault counting
+    fake_vendor::ViolationLog violations;
     long builds = 0, cache_hits = 0, runs = 0;
-    std::string fault_spec;             // DWELL_FAKE_NNRT_FAIL last seen ...
-    long build_base = 0, run_base = 0;  // ... and the call counts then
-    std::string last_build;             // "device=9 performance=3 ..."
+    // "build:N" (the Nth Build fails) or "run:N" (the Nth RunSync fails).
+    enum : size_t { kBuildCalls, kRunCalls };
+    fake_vendor::FaultSchedule<2> faults{"DWELL_FAKE_NNRT_FAIL"};
+    std::string last_build;  // "device=9 performance=3 ..."
 
-    void violate(const std::string& what) { violations += what + "\n"; }
-    // Whether the Nth call of `kind` ("build", "run") is to fail; n counts
-    // since DWELL_FAKE_NNRT_FAIL last changed.
-    bool inject(const char* kind, long calls);
+    void violate(const std::string& what) { violations.add(what); }
 };
 
 }  // namespace fake_nnrt
