@@ -38,8 +38,9 @@ done
 [ -n "${port:-}" ] || { echo "serve_load.sh: the server did not start:" >&2; cat "$log" >&2; exit 1; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
 
-# Warm-up: every client once, so sessions, pages and caches reach their size.
-"$build/bin/dwell-serve-load" --port "$port" --clients "$clients" --requests 2 --max-tokens "$max_tokens" >/dev/null
+# Warm-up: every client a few times, so sessions, pages, caches and the
+# allocator's per-thread arenas reach their size.
+"$build/bin/dwell-serve-load" --port "$port" --clients "$clients" --requests 5 --max-tokens "$max_tokens" >/dev/null
 rss_warm=$(rss_kb)
 result=$("$build/bin/dwell-serve-load" --port "$port" --clients "$clients" --requests "$requests" \
   --max-tokens "$max_tokens") || status=$?

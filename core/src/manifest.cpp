@@ -175,6 +175,28 @@ private:
         return v;
     }
 
+    double double_of(const toml::node& n, const std::string& what, double lo, double hi) const {
+        double v = 0;
+        if (const auto* i = n.as_integer()) {
+            v = static_cast<double>(i->get());
+        } else if (const auto* f = n.as_floating_point()) {
+            v = f->get();
+        } else {
+            wrong_type(n, what, "a number");
+        }
+        if (!(v >= lo && v <= hi)) {
+            fail(n, what + " must be between " + toml_number(lo) + " and " + toml_number(hi) +
+                        ", got " + toml_number(v));
+        }
+        return v;
+    }
+
+    static std::string toml_number(double v) {
+        std::ostringstream out;
+        out << v;
+        return out.str();
+    }
+
     bool bool_of(const toml::node& n, const std::string& what) const {
         if (const auto* b = n.as_boolean()) return b->get();
         wrong_type(n, what, "a bool");
@@ -385,15 +407,53 @@ private:
         }
     }
 
-    // zones is read here (device detection reports it); the governor's other
-    // keys are kept as TOML text until their schema is defined.
+    // [thermal]: the governor's sensors, controller and levers
+    // (ThermalConfig, manifests/README.md).
     void parse_thermal(const toml::table& t, Manifest& m) const {
-        if (const toml::node* n = t.get("zones"))
-            m.thermal_zones = strings_of(*n, "[thermal] zones");
-        std::ostringstream out;
-        out << toml::toml_formatter(t);
-        m.thermal_toml = out.str();
-        m.thermal_line = static_cast<int32_t>(t.source().begin.line);
+        check_keys(
+            t, "[thermal]",
+            std::array{"enabled", "zones", "battery_power", "period_ms", "target_c", "limit_c",
+                       "kp", "ki", "kd", "min_duty", "min_thread_share", "offload", "devfreq"});
+        ThermalConfig& c = m.thermal;
+        m.has_thermal = true;
+        if (const toml::node* n = t.get("enabled")) c.enabled = bool_of(*n, "[thermal] enabled");
+        if (const toml::node* n = t.get("zones")) c.zones = strings_of(*n, "[thermal] zones");
+        if (const toml::node* n = t.get("battery_power"))
+            c.battery_power = bool_of(*n, "[thermal] battery_power");
+        if (const toml::node* n = t.get("period_ms"))
+            c.period_ms = static_cast<int32_t>(int_of(*n, "[thermal] period_ms", 50, 60000));
+        if (const toml::node* n = t.get("target_c"))
+            c.target_c = double_of(*n, "[thermal] target_c", 20, 110);
+        if (const toml::node* n = t.get("limit_c"))
+            c.limit_c = double_of(*n, "[thermal] limit_c", 20, 120);
+        if (c.limit_c <= c.target_c)
+            fail(t.source().begin, "[thermal] limit_c (" + std::to_string(c.limit_c) +
+                                       ") must be above target_c (" + std::to_string(c.target_c) +
+                                       ")");
+        if (const toml::node* n = t.get("kp")) c.gains.kp = double_of(*n, "[thermal] kp", 0, 100);
+        if (const toml::node* n = t.get("ki")) c.gains.ki = double_of(*n, "[thermal] ki", 0, 100);
+        if (const toml::node* n = t.get("kd")) c.gains.kd = double_of(*n, "[thermal] kd", 0, 100);
+        if (const toml::node* n = t.get("min_duty"))
+            c.min_duty = double_of(*n, "[thermal] min_duty", 0.05, 1);
+        if (const toml::node* n = t.get("min_thread_share"))
+            c.min_thread_share = double_of(*n, "[thermal] min_thread_share", 0.05, 1);
+        if (const toml::node* n = t.get("offload")) c.offload = bool_of(*n, "[thermal] offload");
+        if (const toml::node* n = t.get("devfreq")) {
+            const toml::array& a = array_of(*n, "[thermal] devfreq");
+            for (size_t i = 0; i < a.size(); ++i) {
+                const std::string what = "[thermal] devfreq[" + std::to_string(i) + "]";
+                const toml::table& d = table_of(a[i], what);
+                check_keys(d, what, std::array{"path", "cap_khz"});
+                ThermalConfig::Devfreq df;
+                if (const toml::node* p = d.get("path"))
+                    df.path = string_of(*p, what + " path");
+                else
+                    fail(d.source().begin, what + " needs a path (a devfreq device folder)");
+                if (const toml::node* k = d.get("cap_khz"))
+                    df.cap_khz = int_of(*k, what + " cap_khz", 0, int64_t{100} << 20);
+                c.devfreq.push_back(df);
+            }
+        }
     }
 
     void parse_plugins(const toml::table& t, Manifest& m) const {

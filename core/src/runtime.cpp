@@ -139,6 +139,34 @@ Runtime::Runtime(const RuntimeOptions& options) : strict_(options.strict) {
     warn_unimplemented();
     loader_ = std::make_unique<PluginLoader>(manifest_.plugins.search_paths, &services_);
     select_backends(options);
+    start_thermal(options);
+}
+
+void Runtime::start_thermal(const RuntimeOptions& options) {
+    const ThermalConfig& tc = manifest_.thermal;
+    const bool wanted = options.thermal.value_or(manifest_.has_thermal && tc.enabled);
+    if (!wanted) return;
+    if (tc.zones.empty()) {
+        spdlog::warn("{}: [thermal] names no zones; the thermal governor is off",
+                     manifest_.source.string());
+        return;
+    }
+    const fs::path root = options.thermal_root.value_or(options.device_root.value_or("/"));
+    thermal_sensors_ = std::make_unique<ThermalSensors>(root, tc);
+    thermal_ = std::make_unique<RuntimeThermal>(tc, backends_, root);
+    governor_ = std::make_unique<ThermalGovernor>(
+        tc, [s = thermal_sensors_.get()] { return s->read(); }, *thermal_);
+    spdlog::info("thermal: governor on ({} zone(s), target {} C, limit {} C, every {} ms)",
+                 thermal_sensors_->zone_dirs().size(), tc.target_c, tc.limit_c, tc.period_ms);
+}
+
+std::optional<ThermalState> Runtime::thermal_state() const {
+    if (!governor_) return std::nullopt;
+    return governor_->state();
+}
+
+void Runtime::pace(double step_seconds) const {
+    if (thermal_) thermal_->pace(step_seconds);
 }
 
 void Runtime::warn_unimplemented() const {
@@ -165,6 +193,9 @@ void Runtime::release_weights(const void* data, size_t bytes) const {
 }
 
 Runtime::~Runtime() {
+    // The governor stops and restores the device while the backends live.
+    governor_.reset();
+    thermal_.reset();
     // Contexts go before the libraries that implement them.
     backends_.clear();
 }

@@ -67,6 +67,10 @@ Placement Scheduler::place(Graph& graph) const {
                             std::to_string(Backend::kMaxConsecutiveFailures) + " failed steps";
                 continue;
             }
+            if (be.thermally_paused()) {
+                declined += (declined.empty() ? "" : ", ") + be.label() + ": paused while hot";
+                continue;
+            }
             std::string reason;
             {
                 std::lock_guard lock(be.mutex());

@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 
@@ -194,7 +195,11 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
         for (size_t start = cached; start < tokens.size(); start += static_cast<size_t>(n_batch_)) {
             if (start > cached) check_cancel();
             const size_t n = std::min(tokens.size() - start, static_cast<size_t>(n_batch_));
+            const auto t0 = std::chrono::steady_clock::now();
             run_batch(tokens.subspan(start, n), all_logits);
+            // The thermal governor's pacing: rest in proportion to the work.
+            runtime_.pace(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             if (all_logits) all.insert(all.end(), logits_.begin(), logits_.end());
         }
         publish_pages();

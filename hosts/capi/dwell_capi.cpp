@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -138,7 +139,7 @@ dwell_status dwell_runtime_stats_get(const dwell_runtime* runtime, dwell_runtime
                                      dwell_error* error) {
     if (!runtime || !stats)
         return fail(error, DWELL_ERR_INVALID_ARGUMENT, "dwell_runtime_stats_get: NULL argument");
-    if (too_small(stats, sizeof(dwell_runtime_stats)))
+    if (too_small(stats, offsetof(dwell_runtime_stats, thermal_active)))
         return fail(error, DWELL_ERR_INVALID_ARGUMENT,
                     "dwell_runtime_stats_get: stats.struct_size is too small");
     return guarded(error, [&] {
@@ -152,6 +153,17 @@ dwell_status dwell_runtime_stats_get(const dwell_runtime* runtime, dwell_runtime
         copy_string(stats->manifest, sizeof stats->manifest, rt.manifest().source.string());
         copy_string(stats->device, sizeof stats->device,
                     rt.device_facts().arch.empty() ? "" : rt.device_facts().summary());
+        if (stats->struct_size >= sizeof(dwell_runtime_stats)) {
+            const auto t = rt.thermal_state();
+            stats->thermal_active = t.has_value();
+            stats->temperature_valid = t && t->reading.temp_c.has_value();
+            stats->temperature_c = t && t->reading.temp_c ? *t->reading.temp_c : 0.0;
+            stats->throttle = t ? t->actions.throttle : 0.0;
+            stats->duty = t ? t->actions.duty : 1.0;
+            stats->thread_share = t ? t->actions.thread_share : 1.0;
+            stats->frequency_capped = t && t->actions.freq_capped;
+            stats->accelerators_paused = t && t->actions.offloaded;
+        }
         return DWELL_OK;
     });
 }

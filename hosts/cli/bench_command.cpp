@@ -8,17 +8,21 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "cli_common.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/model.hpp"
 #include "dwell/core/progress_bar.hpp"
 #include "dwell/core/session.hpp"
+#include "dwell/core/thermal_plant.hpp"
 #include "dwell/core/tokenizer.hpp"
+#include "svg_plot.hpp"
 
 namespace dwell::cli {
 
@@ -156,9 +160,127 @@ nlohmann::json weights_json(const Runtime& runtime, const WeightStreamer* stream
     return j;
 }
 
+// `dwell bench --thermal-sim`: the thermal governor on a simulated phone
+// (ThermalPlant), no model needed. Runs the three policies for the same
+// minutes of continuous generation; writes every period to a CSV, draws
+// temperature and tok/s in an SVG, prints a JSON summary per policy on
+// stdout and a table on stderr.
+int thermal_sim_bench(const std::vector<std::string>& args) {
+    double minutes = 10, target = 0, limit = 0, noise = 0;
+    std::string csv_path = "thermal-sim.csv", svg_path = "thermal-sim.svg";
+    bool sim = false;
+    po::options_description desc("dwell bench --thermal-sim");
+    // clang-format off
+    desc.add_options()
+        ("thermal-sim", po::bool_switch(&sim), "simulate the thermal governor (no model)")
+        ("minutes", po::value(&minutes)->default_value(10), "simulated minutes of continuous generation")
+        ("csv", po::value(&csv_path)->default_value("thermal-sim.csv"), "time series, one row per period per policy")
+        ("svg", po::value(&svg_path)->default_value("thermal-sim.svg"), "plot of temperature and tok/s")
+        ("target", po::value(&target), "target temperature, C (default: the manifest default, 42)")
+        ("limit", po::value(&limit), "hard limit, C (default: the manifest default, 48)")
+        ("noise", po::value(&noise)->default_value(0), "sensor noise, C (standard deviation, seeded)");
+    // clang-format on
+    po::variables_map vm;
+    if (!parse("bench", "--thermal-sim [--minutes 10] [--csv FILE] [--svg FILE]", desc, args, vm)) {
+        return 0;
+    }
+    ThermalConfig config = thermal_sim_config();
+    if (vm.count("target")) config.target_c = target;
+    if (vm.count("limit")) config.limit_c = limit;
+    if (config.limit_c <= config.target_c) {
+        throw po::error("--limit " + std::to_string(config.limit_c) + " must be above --target " +
+                        std::to_string(config.target_c));
+    }
+    if (!(minutes > 0) || minutes > 24 * 60) {
+        throw po::error("--minutes " + std::to_string(minutes) + " must be in (0, 1440]");
+    }
+    if (noise < 0) throw po::error("--noise must be >= 0");
+    ThermalPlantParams plant;
+    plant.sensor_noise_c = noise;
+    const double seconds = minutes * 60;
+    // The steadiness figures look at the last half, at most 5 minutes: after
+    // the initial approach.
+    const double tail = std::min(300.0, seconds / 2);
+
+    const ThermalSimPolicy policies[] = {ThermalSimPolicy::off, ThermalSimPolicy::stop_and_go,
+                                         ThermalSimPolicy::dwell};
+    const char* colors[] = {"#d62728", "#ff7f0e", "#1f77b4"};
+    std::ofstream csv(csv_path);
+    if (!csv) throw std::runtime_error(csv_path + ": cannot be written");
+    csv << "policy,t_s,temp_c,tok_s,duty,thread_share,freq_capped,offloaded,tokens_total\n";
+    SvgPanel temp_panel{"Hottest device temperature", "time (s)", "temperature (C)", {}};
+    SvgPanel tok_panel{"Generation speed", "time (s)", "tokens/s", {}};
+    nlohmann::json summary = nlohmann::json::object();
+    std::fprintf(stderr, "%-12s %8s %10s %10s %10s %10s %10s\n", "policy", "max C", "above s",
+                 "|err| C", "swing C", "tokens", "tok/s");
+    for (size_t k = 0; k < std::size(policies); ++k) {
+        const std::vector<ThermalSample> trace =
+            run_thermal_sim(plant, config, policies[k], seconds);
+        const std::string name = thermal_sim_policy_name(policies[k]);
+        SvgSeries temp{name, colors[k], {}, {}}, tok{name, colors[k], {}, {}};
+        char row[256];
+        for (const ThermalSample& x : trace) {
+            std::snprintf(row, sizeof row, "%s,%.1f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.1f\n", name.c_str(),
+                          x.t_s, x.temp_c, x.tok_s, x.actions.duty, x.actions.thread_share,
+                          x.actions.freq_capped ? 1 : 0, x.actions.offloaded ? 1 : 0,
+                          x.tokens_total);
+            csv << row;
+            temp.x.push_back(x.t_s);
+            temp.y.push_back(x.temp_c);
+            tok.x.push_back(x.t_s);
+            tok.y.push_back(x.tok_s);
+        }
+        temp_panel.series.push_back(std::move(temp));
+        tok_panel.series.push_back(std::move(tok));
+        const ThermalSimSummary s = summarize_thermal_sim(trace, config, tail);
+        summary[name] = {{"max_temp_c", s.max_temp_c},
+                         {"seconds_above_limit", s.seconds_above_limit},
+                         {"tail_seconds", tail},
+                         {"tail_mean_abs_error_c", s.tail_mean_abs_error_c},
+                         {"tail_max_abs_error_c", s.tail_max_abs_error_c},
+                         {"tail_swing_c", s.tail_swing_c},
+                         {"tail_stops", s.tail_stops},
+                         {"tokens", s.tokens},
+                         {"mean_tok_s", s.mean_tok_s}};
+        std::fprintf(stderr, "%-12s %8.2f %10.0f %10.2f %10.2f %10.0f %10.2f\n", name.c_str(),
+                     s.max_temp_c, s.seconds_above_limit, s.tail_mean_abs_error_c, s.tail_swing_c,
+                     s.tokens, s.mean_tok_s);
+    }
+    if (!csv.flush()) throw std::runtime_error(csv_path + ": write failed");
+    // The target and the limit, dashed, across the temperature panel.
+    for (const auto& [label, value, color] : {std::tuple{"target", config.target_c, "#2ca02c"},
+                                              std::tuple{"limit", config.limit_c, "#7f7f7f"}}) {
+        char text[48];
+        std::snprintf(text, sizeof text, "%s %.0f C", label, value);
+        temp_panel.series.push_back({text, color, {0.0, seconds}, {value, value}, true});
+    }
+    temp_panel.x_max = tok_panel.x_max = seconds;
+    tok_panel.y_max = plant.full_tok_s * 1.1;
+    char title[160];
+    std::snprintf(title, sizeof title,
+                  "dwell thermal governor, simulated phone: %.0f min of generation, target %.0f C, "
+                  "limit %.0f C",
+                  minutes, config.target_c, config.limit_c);
+    std::ofstream svg(svg_path);
+    if (!svg || !(svg << render_svg(title, {temp_panel, tok_panel})) || !svg.flush()) {
+        throw std::runtime_error(svg_path + ": cannot be written");
+    }
+    summary["target_c"] = config.target_c;
+    summary["limit_c"] = config.limit_c;
+    summary["minutes"] = minutes;
+    summary["csv"] = csv_path;
+    summary["svg"] = svg_path;
+    std::cout << summary.dump(2) << "\n";
+    return 0;
+}
+
 }  // namespace
 
 int bench_command(const std::vector<std::string>& args) {
+    // The thermal simulation needs no model: its own options.
+    if (std::find(args.begin(), args.end(), "--thermal-sim") != args.end()) {
+        return thermal_sim_bench(args);
+    }
     CommonArgs common;
     std::string model_path, kv_type;
     int32_t n_prompt = 128, n_gen = 64, reps = 5, n_ctx = 0, depth = 0;
@@ -175,7 +297,8 @@ int bench_command(const std::vector<std::string>& args) {
         ("depth,d", po::value(&depth)->default_value(0), "tokens already in the context when prefill and decode are timed")
         ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32 (default: the manifest's [kv] dtype)")
         ("json", po::bool_switch(&json), "print one JSON object instead of a table")
-        ("profile", po::bool_switch(&profile), "device time per op kind over the timed repetitions, from backends that measure it (OpenCL profiling events)");
+        ("profile", po::bool_switch(&profile), "device time per op kind over the timed repetitions, from backends that measure it (OpenCL profiling events)")
+        ("thermal-sim", "instead: the thermal governor on a simulated phone, no model (see dwell bench --thermal-sim --help)");
     // clang-format on
     add_runtime_options(desc, common);
     po::variables_map vm;

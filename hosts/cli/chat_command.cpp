@@ -27,6 +27,19 @@ namespace dwell::cli {
 
 namespace {
 
+std::string thermal_line(const ThermalState& t) {
+    char line[256];
+    const ThermalActions& a = t.actions;
+    std::snprintf(
+        line, sizeof line, "thermal: %s%s | throttle %.2f: duty %.2f, threads x%.2f%s%s%s",
+        t.reading.temp_c ? (std::to_string(*t.reading.temp_c).substr(0, 4) + " C").c_str()
+                         : "no reading",
+        t.reading.hottest_zone.empty() ? "" : (" (" + t.reading.hottest_zone + ")").c_str(),
+        a.throttle, a.duty, a.thread_share, a.freq_capped ? ", frequency capped" : "",
+        a.offloaded ? ", accelerators paused" : "", a.fallback ? " (sensor fallback)" : "");
+    return line;
+}
+
 // The conversation: its messages, and the session holding their tokens.
 class Chat {
 public:
@@ -132,7 +145,9 @@ public:
                       runtime_.kv_pages().pages_in_use(), format_bytes(pool.used_bytes).c_str(),
                       last_.n_generated, last_.generation_tokens_per_second(), last_.n_prompt,
                       last_.prompt_tokens_per_second(), s.placement_summary().c_str());
-        return line;
+        std::string out = line;
+        if (const auto t = runtime_.thermal_state()) out += "\n" + thermal_line(*t);
+        return out;
     }
 
 private:

@@ -19,6 +19,7 @@ void add_runtime_options(po::options_description& desc, CommonArgs& args) {
         ("strict", po::bool_switch(&args.strict), "fail instead of falling back to a lower-priority backend")
         ("sysroot", po::value(&args.sysroot), "detect the device from a captured tree (proc/, sys/, getprop.txt) instead of /")
         ("getprop", po::value(&args.getprop), "read Android properties from this file of getprop output")
+        ("thermal", po::value(&args.thermal), "on or off: the thermal governor (default: the manifest's [thermal]); its sensors are read under --sysroot")
         ("verbose,v", po::value<int>(&args.verbosity)->implicit_value(1)->zero_tokens(), "log placement and loading (-v)");
     // clang-format on
 }
@@ -30,6 +31,11 @@ RuntimeOptions runtime_options(const CommonArgs& args) {
         if (!std::filesystem::is_directory(args.sysroot))
             throw po::error("--sysroot " + args.sysroot + " is not a directory");
         o.device_root = args.sysroot;
+    }
+    if (!args.thermal.empty()) {
+        if (args.thermal != "on" && args.thermal != "off")
+            throw po::error("--thermal '" + args.thermal + "' is not on or off");
+        o.thermal = args.thermal == "on";
     }
     if (!args.getprop.empty()) {
         if (!std::filesystem::is_regular_file(args.getprop))

@@ -23,6 +23,7 @@ struct CommonArgs {
     int verbosity = 0;
     std::string sysroot;  // device detection under a captured tree
     std::string getprop;  // a file of getprop output
+    std::string thermal;  // "on" / "off": overrides [thermal] enabled
 };
 
 // --manifest, --threads, --memory-budget, --strict, -v.

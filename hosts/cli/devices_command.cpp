@@ -75,9 +75,9 @@ void print_detection(const DeviceFacts& f, const ManifestChoice& choice) {
     std::cout << "\nmanifest: " << choice.manifest.source.string() << " ("
               << (choice.manifest.name.empty() ? "unnamed" : choice.manifest.name) << ")\n  "
               << choice.reason << "\n";
-    if (!choice.manifest.thermal_zones.empty()) {
+    if (!choice.manifest.thermal.zones.empty()) {
         std::cout << "  thermal zones it reads:";
-        for (const std::string& z : choice.manifest.thermal_zones) {
+        for (const std::string& z : choice.manifest.thermal.zones) {
             const bool present = std::any_of(f.thermal_zones.begin(), f.thermal_zones.end(),
                                              [&](const ThermalZone& t) { return t.type == z; });
             std::cout << " " << z << (present ? "" : " (absent here)");

@@ -161,6 +161,7 @@ void OpenAiServer::Impl::routes() {
         const PoolStats pool = runtime.pool().stats();
         g.memory_used_bytes = pool.used_bytes;
         g.memory_budget_bytes = pool.budget_bytes;
+        g.thermal = runtime.thermal_state();
         res.set_content(metrics.render(g), "text/plain; version=0.0.4");
         metrics.request("/metrics", 200);
     });

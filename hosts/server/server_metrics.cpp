@@ -55,6 +55,29 @@ std::string ServerMetrics::render(const Gauges& g) const {
         << "# HELP dwell_memory_budget_bytes The memory budget (0: none).\n"
            "# TYPE dwell_memory_budget_bytes gauge\n"
         << "dwell_memory_budget_bytes " << g.memory_budget_bytes << "\n";
+    if (g.thermal) {
+        const ThermalState& t = *g.thermal;
+        const ThermalActions& a = t.actions;
+        if (t.reading.temp_c)
+            out << "# HELP dwell_temperature_celsius The hottest thermal zone the governor reads.\n"
+                   "# TYPE dwell_temperature_celsius gauge\n"
+                << "dwell_temperature_celsius " << *t.reading.temp_c << "\n";
+        out << "# HELP dwell_thermal_throttle The governor's throttle level (0: none, 1: all "
+               "levers).\n"
+               "# TYPE dwell_thermal_throttle gauge\n"
+            << "dwell_thermal_throttle " << a.throttle << "\n"
+            << "# HELP dwell_thermal_duty Share of time spent generating (pacing).\n"
+               "# TYPE dwell_thermal_duty gauge\n"
+            << "dwell_thermal_duty " << a.duty << "\n"
+            << "# HELP dwell_thermal_thread_share Share of the CPU threads in use.\n"
+               "# TYPE dwell_thermal_thread_share gauge\n"
+            << "dwell_thermal_thread_share " << a.thread_share << "\n"
+            << "# HELP dwell_thermal_lever Levers engaged (1) or not (0).\n"
+               "# TYPE dwell_thermal_lever gauge\n"
+            << "dwell_thermal_lever{lever=\"frequency_cap\"} " << a.freq_capped << "\n"
+            << "dwell_thermal_lever{lever=\"offload\"} " << a.offloaded << "\n"
+            << "dwell_thermal_lever{lever=\"sensor_fallback\"} " << a.fallback << "\n";
+    }
     return out.str();
 }
 

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+
+#include "dwell/core/thermal_governor.hpp"
 
 namespace dwell::server {
 
@@ -24,6 +27,7 @@ public:
         int64_t kv_page_bytes = 0;
         uint64_t memory_used_bytes = 0;
         uint64_t memory_budget_bytes = 0;
+        std::optional<ThermalState> thermal;  // when the governor runs
     };
     std::string render(const Gauges& g) const;
 

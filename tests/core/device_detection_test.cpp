@@ -83,7 +83,7 @@ TEST_P(EachCapturedTree, SelectsItsManifest) {
     for (const auto& m : c.candidates) specific += m.matches && !m.generic;
     EXPECT_EQ(specific, generic ? 0 : 1);
     // The manifest's thermal zones exist on the device it names.
-    for (const std::string& z : c.manifest.thermal_zones) {
+    for (const std::string& z : c.manifest.thermal.zones) {
         const auto types = zone_types(f);
         EXPECT_NE(std::find(types.begin(), types.end(), z), types.end()) << z;
     }

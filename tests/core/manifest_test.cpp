@@ -124,8 +124,11 @@ dtype = "fp8_e4m3"
 
 [thermal]
 target_c = 42
-[thermal.zone]
-name = "cpu0"
+limit_c = 47.5
+zones = ["cpu0", "gpu"]
+period_ms = 500
+kp = 0.2
+devfreq = [{ path = "/sys/class/devfreq/gpu", cap_khz = 500000 }]
 
 [plugins]
 search_paths = ["/opt/dwell/plugins"]
@@ -163,9 +166,14 @@ sha256 = { qnn = ")" + hash + R"(" }
     EXPECT_EQ(m.cpu.affinity, "big");
     EXPECT_EQ(m.kv.dtype, DWELL_FP8_E4M3);
 
-    EXPECT_EQ(m.thermal_line, 37);
-    EXPECT_NE(m.thermal_toml.find("target_c = 42"), std::string::npos) << m.thermal_toml;
-    EXPECT_NE(m.thermal_toml.find("cpu0"), std::string::npos) << m.thermal_toml;
+    EXPECT_TRUE(m.has_thermal);
+    EXPECT_EQ(m.thermal.target_c, 42.0);
+    EXPECT_EQ(m.thermal.limit_c, 47.5);
+    EXPECT_EQ(m.thermal.zones, (std::vector<std::string>{"cpu0", "gpu"}));
+    EXPECT_EQ(m.thermal.period_ms, 500);
+    EXPECT_EQ(m.thermal.gains.kp, 0.2);
+    ASSERT_EQ(m.thermal.devfreq.size(), 1u);
+    EXPECT_EQ(m.thermal.devfreq[0].cap_khz, 500000);
 
     EXPECT_EQ(m.plugins.search_paths, std::vector<fs::path>{"/opt/dwell/plugins"});
     ASSERT_EQ(m.plugins.sha256.count("qnn"), 1u);
@@ -186,8 +194,7 @@ TEST(ManifestTest, DefaultsWhenOnlyABackendIsGiven) {
     EXPECT_EQ(m.cpu.threads, 0);
     EXPECT_EQ(m.cpu.affinity, "any");
     EXPECT_EQ(m.kv.dtype, DWELL_F16);
-    EXPECT_TRUE(m.thermal_toml.empty());
-    EXPECT_EQ(m.thermal_line, 0);
+    EXPECT_FALSE(m.has_thermal);
     EXPECT_TRUE(m.plugins.search_paths.empty());
 }
 

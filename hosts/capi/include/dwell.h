@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define DWELL_CAPI_VERSION_MAJOR 1
-#define DWELL_CAPI_VERSION_MINOR 0
+#define DWELL_CAPI_VERSION_MINOR 1 /* 1.1: the thermal fields of dwell_runtime_stats */
 
 #if defined(_WIN32)
 #define DWELL_CAPI __declspec(dllexport)
@@ -81,6 +81,16 @@ typedef struct dwell_runtime_stats {
     uint64_t kv_page_bytes;
     char manifest[256]; /* the manifest file in use */
     char device[256];   /* the detected device, or "" when --manifest was given */
+    /* 1.1: the thermal governor (left as is when struct_size ends before
+     * them; all zero when the governor is off). */
+    int thermal_active;
+    int temperature_valid; /* 0: no usable sensor reading (fallback throttle) */
+    double temperature_c;  /* the hottest zone the manifest names */
+    double throttle;       /* 0: no lever, 1: every lever */
+    double duty;           /* share of time spent generating (pacing) */
+    double thread_share;   /* share of the CPU threads in use */
+    int frequency_capped;
+    int accelerators_paused;
 } dwell_runtime_stats;
 
 DWELL_CAPI dwell_status dwell_runtime_stats_get(const dwell_runtime* runtime,

@@ -10,6 +10,8 @@
 // parts are error messages, kept where the ABI says callers read them.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <forward_list>
 #include <memory>
@@ -31,8 +33,13 @@
 struct dwell_backend_context {
     dwell_backend_context(unsigned threads, std::vector<int> cpus,
                           dwell::cpu::PackedWeights::CopiedFn copied, void* host)
-        : pool(threads, std::move(cpus)), packed(copied, host) {}
-    dwell::cpu::ThreadPool pool;
+        : full_threads(threads),
+          full_cpus(std::move(cpus)),
+          pool(std::make_unique<dwell::cpu::ThreadPool>(threads, full_cpus)),
+          packed(copied, host) {}
+    const unsigned full_threads;  // as created; reconfigure's thread_share is of these
+    const std::vector<int> full_cpus;
+    std::unique_ptr<dwell::cpu::ThreadPool> pool;
     dwell::cpu::PackedWeights packed;  // matmul weights in the kernels' layouts
     std::string last_error;
 };
@@ -234,14 +241,49 @@ void release_weights(dwell_backend_context* ctx, const void* data, size_t bytes)
     if (ctx != nullptr && data != nullptr) ctx->packed.release(data, bytes);
 }
 
+// ABI 1.3: the thermal governor's "thread_share". A new pool of the wanted
+// size (on the first of the chosen cores) replaces the old one; changes are
+// rare (the governor has hysteresis), so rebuilding beats a pool that can
+// idle some workers.
+dwell_status reconfigure(dwell_backend_context* ctx, const dwell_option* options, size_t n) {
+    if (ctx == nullptr) return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "reconfigure: null context");
+    return guarded(ctx->last_error, [&]() -> dwell_status {
+        for (size_t i = 0; i < n; ++i) {
+            const std::string key = options[i].key ? options[i].key : "";
+            const std::string value = options[i].value ? options[i].value : "";
+            if (key != "thread_share") {
+                ctx->last_error =
+                    "cpu backend: cannot reconfigure '" + key + "' (known: thread_share)";
+                return DWELL_ERR_UNSUPPORTED;
+            }
+            char* end = nullptr;
+            const double share = std::strtod(value.c_str(), &end);
+            if (end == value.c_str() || *end != 0 || !(share > 0 && share <= 1)) {
+                ctx->last_error =
+                    "cpu backend: thread_share must be in (0, 1], got '" + value + "'";
+                return DWELL_ERR_INVALID_ARGUMENT;
+            }
+            const auto threads = std::max(
+                1u,
+                static_cast<unsigned>(std::lround(share * static_cast<double>(ctx->full_threads))));
+            if (threads == ctx->pool->size()) continue;
+            std::vector<int> cpus = ctx->full_cpus;
+            if (cpus.size() > threads) cpus.resize(threads);
+            ctx->pool.reset();  // its workers join before the new ones start
+            ctx->pool = std::make_unique<ThreadPool>(threads, std::move(cpus));
+        }
+        return DWELL_OK;
+    });
+}
+
 dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* graph,
                            const int32_t* node_ids, size_t n_ids) {
     if (ctx == nullptr) {
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "graph_compute: null context");
     }
     return guarded(ctx->last_error, [&]() -> dwell_status {
-        const CpuAffinityScope on_pool_cores(ctx->pool.cpus());
-        OpVerdict problem = compute_nodes(graph, node_ids, n_ids, ctx->pool, &ctx->packed);
+        const CpuAffinityScope on_pool_cores(ctx->pool->cpus());
+        OpVerdict problem = compute_nodes(graph, node_ids, n_ids, *ctx->pool, &ctx->packed);
         if (!problem) return DWELL_OK;
         ctx->last_error = std::move(problem->message);
         return problem->status;
@@ -269,6 +311,7 @@ struct PluginState {
         vtable.supports_op = supports_op;
         vtable.graph_compute = graph_compute;
         vtable.release_weights = release_weights;
+        vtable.reconfigure = reconfigure;
     }
 
     const char* keep_error(std::string message) {

@@ -115,6 +115,16 @@ typedef struct dwell_backend_plugin {
      * Same one-thread-per-context rule as graph_compute. */
     dwell_status (*op_times)(dwell_backend_context* ctx, struct dwell_op_time* out, size_t* n,
                              int32_t reset);
+
+    /* ABI 1.3, optional (NULL or absent: the context cannot change). Changes
+     * settings of a live context between graph computes, for the thermal
+     * governor. Keys a backend does not know are refused with
+     * DWELL_ERR_UNSUPPORTED (the host then stops asking). Known keys:
+     *   "thread_share" = "0.5": run on that share of the threads the
+     *   context was created with (at least one), "1": all of them again.
+     * Same one-thread-per-context rule as graph_compute. */
+    dwell_status (*reconfigure)(dwell_backend_context* ctx, const dwell_option* options,
+                                size_t n_options);
 } dwell_backend_plugin;
 
 #ifdef __cplusplus

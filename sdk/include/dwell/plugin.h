@@ -36,7 +36,8 @@ extern "C" {
 #endif
 
 #define DWELL_ABI_MAJOR 1
-#define DWELL_ABI_MINOR 2 /* 1.1: dwell_host_services.weights_copied; 1.2: dwell_tensor.flags */
+#define DWELL_ABI_MINOR 3 /* 1.1: dwell_host_services.weights_copied; 1.2: dwell_tensor.flags;
+                           1.3: dwell_backend_plugin.reconfigure */
 
 #if defined(_WIN32)
 #define DWELL_PLUGIN_EXPORT __declspec(dllexport)

@@ -145,6 +145,7 @@ static const dwell_backend_plugin kBackend = {
     graph_compute,
     NULL, /* release_weights: this backend keeps no copies */
     NULL, /* op_times: no per-op times */
+    NULL, /* reconfigure: nothing to change */
 };
 
 DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host,

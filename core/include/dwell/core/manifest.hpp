@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dwell/core/thermal_policy.hpp"
 #include "dwell/tensor.h"
 
 namespace dwell {
@@ -72,14 +73,10 @@ struct Manifest {
         std::vector<std::filesystem::path> search_paths;  // absolute, resolved against the file
         std::map<std::string, std::string> sha256;        // plugin name -> pinned hash
     } plugins;
-    // [thermal] zones: the thermal-zone types (sys/class/thermal/*/type) that
-    // stand for this device's SoC temperature, hottest first.
-    std::vector<std::string> thermal_zones;
-    // [thermal] re-serialised as TOML text: syntax-checked; keys other than
-    // zones are not validated until the governor's schema is defined;
-    // thermal_line is where the table started.
-    std::string thermal_toml;
-    int32_t thermal_line = 0;
+    // [thermal]: the governor (thermal_policy.hpp); has_thermal when the
+    // section is present.
+    ThermalConfig thermal;
+    bool has_thermal = false;
 
     static Manifest load(const std::filesystem::path& path);
     static Manifest parse(std::string_view text, const std::filesystem::path& source);

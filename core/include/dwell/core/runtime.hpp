@@ -25,6 +25,8 @@
 #include "dwell/core/manifest_choice.hpp"
 #include "dwell/core/memory_pool.hpp"
 #include "dwell/core/plugin_loader.hpp"
+#include "dwell/core/runtime_thermal.hpp"
+#include "dwell/core/thermal_sensors.hpp"
 
 namespace dwell {
 
@@ -40,6 +42,10 @@ struct RuntimeOptions {
     // instead of "/", and a file of getprop output (--sysroot, --getprop).
     std::optional<std::filesystem::path> device_root;
     std::optional<std::filesystem::path> getprop_file;
+    // The thermal governor: overrides [thermal] enabled; its sysfs root
+    // (default: device_root, else "/").
+    std::optional<bool> thermal;
+    std::optional<std::filesystem::path> thermal_root;
     bool strict = false;          // fail instead of falling back to a lower-priority backend
     bool require_backend = true;  // false: a runtime with no usable backend (for reports)
 };
@@ -70,6 +76,10 @@ public:
     void note_failure() const { consecutive_failures_.fetch_add(1); }
     void note_success() const { consecutive_failures_.store(0); }
     bool healthy() const { return consecutive_failures_.load() < kMaxConsecutiveFailures; }
+    // The thermal governor moves work off a hot accelerator: placement skips
+    // it while paused.
+    bool thermally_paused() const { return paused_.load(); }
+    void set_thermally_paused(bool paused) const { paused_.store(paused); }
 
 private:
     std::shared_ptr<LoadedPlugin> plugin_;
@@ -79,6 +89,7 @@ private:
     ManifestBackend entry_;
     mutable std::mutex mutex_;
     mutable std::atomic<int> consecutive_failures_{0};
+    mutable std::atomic<bool> paused_{false};
 };
 
 // What happened to each [[backend]] entry of the manifest.
@@ -122,6 +133,12 @@ public:
     const std::vector<BackendChoice>& backend_choices() const { return choices_; }
     bool strict() const { return strict_; }
 
+    // The thermal governor's view, when it runs (manifest [thermal] with
+    // zones, not turned off).
+    std::optional<ThermalState> thermal_state() const;
+    // Called by sessions after each step: rests as the governor's pacing asks.
+    void pace(double step_seconds) const;
+
     // The model plugin serving `architecture`; throws naming what was tried.
     std::shared_ptr<LoadedPlugin> model_plugin_for(const std::string& architecture,
                                                    const std::filesystem::path& model_path);
@@ -142,6 +159,7 @@ public:
 private:
     void choose_manifest(const RuntimeOptions& options);
     void select_backends(const RuntimeOptions& options);
+    void start_thermal(const RuntimeOptions& options);
     void warn_unimplemented() const;
 
     Manifest manifest_;
@@ -157,6 +175,10 @@ private:
     std::vector<std::unique_ptr<Backend>> backends_;
     std::vector<BackendChoice> choices_;
     bool strict_ = false;
+    // After backends_: stops (and restores the device) before they go.
+    std::unique_ptr<ThermalSensors> thermal_sensors_;
+    std::unique_ptr<RuntimeThermal> thermal_;
+    std::unique_ptr<ThermalGovernor> governor_;
     std::shared_ptr<const Runtime*> lifetime_ = std::make_shared<const Runtime*>(this);
 };
 

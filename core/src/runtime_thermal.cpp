@@ -1,0 +1,108 @@
+#include "dwell/core/runtime_thermal.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "dwell/core/runtime.hpp"
+
+namespace dwell {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_cpu(const Backend& b) {
+    return b.device_info().kind == DWELL_DEVICE_CPU;
+}
+
+}  // namespace
+
+RuntimeThermal::RuntimeThermal(const ThermalConfig& config,
+                               const std::vector<std::unique_ptr<Backend>>& backends, fs::path root)
+    : config_(config), backends_(backends), root_(std::move(root)) {}
+
+RuntimeThermal::~RuntimeThermal() {
+    apply(ThermalActions{});
+}
+
+void RuntimeThermal::apply(const ThermalActions& a) {
+    duty_.store(a.duty, std::memory_order_relaxed);
+    if (a.thread_share != thread_share_) set_thread_share(a.thread_share);
+    if (a.freq_capped != capped_) set_freq_cap(a.freq_capped);
+    if (a.offloaded != offloaded_) set_offload(a.offloaded);
+}
+
+void RuntimeThermal::pace(double step_seconds) const {
+    const double d = duty();
+    if (d >= 0.999 || step_seconds <= 0) return;
+    // step / duty is the paced period; at most two seconds of rest per step.
+    const double rest = std::min(step_seconds * (1.0 - d) / std::max(d, 0.01), 2.0);
+    std::this_thread::sleep_for(std::chrono::duration<double>(rest));
+}
+
+void RuntimeThermal::set_thread_share(double share) {
+    thread_share_ = share;
+    const std::string value = std::to_string(share);
+    const dwell_option opt{"thread_share", value.c_str()};
+    for (const auto& b : backends_) {
+        if (!is_cpu(*b) || cannot_reconfigure_.count(b.get())) continue;
+        const dwell_backend_plugin& api = b->api();
+        if (!DWELL_HAS_FIELD(&api, dwell_backend_plugin, reconfigure) ||
+            api.reconfigure == nullptr) {
+            cannot_reconfigure_.insert(b.get());
+            spdlog::info("thermal: {} cannot change its threads (no reconfigure, ABI < 1.3)",
+                         b->label());
+            continue;
+        }
+        std::lock_guard lock(b->mutex());
+        if (api.reconfigure(b->context(), &opt, 1) != DWELL_OK) {
+            cannot_reconfigure_.insert(b.get());
+            spdlog::warn("thermal: {} refused thread_share: {}", b->label(), b->last_error());
+        }
+    }
+}
+
+void RuntimeThermal::set_freq_cap(bool capped) {
+    capped_ = capped;
+    for (const auto& d : config_.devfreq) {
+        const fs::path dir = root_ / fs::path(d.path).relative_path();
+        const fs::path max_file = dir / "max_freq";
+        if (capped) {
+            std::string original;
+            std::ifstream(max_file) >> original;
+            std::string cap = d.cap_khz > 0 ? std::to_string(d.cap_khz * 1000) : "";
+            if (cap.empty()) std::ifstream(dir / "min_freq") >> cap;
+            std::ofstream out(max_file);
+            if (original.empty() || cap.empty() || !(out << cap << "\n") || !out.flush()) {
+                spdlog::warn("thermal: cannot cap {} (not writable here); that lever is skipped",
+                             max_file.string());
+                continue;
+            }
+            original_max_freq_[max_file.string()] = original;
+        } else if (const auto it = original_max_freq_.find(max_file.string());
+                   it != original_max_freq_.end()) {
+            std::ofstream(max_file) << it->second << "\n";
+            original_max_freq_.erase(it);
+        }
+    }
+}
+
+void RuntimeThermal::set_offload(bool offloaded) {
+    offloaded_ = offloaded;
+    const bool cpu_present =
+        std::any_of(backends_.begin(), backends_.end(), [](const auto& b) { return is_cpu(*b); });
+    for (const auto& b : backends_) {
+        if (is_cpu(*b)) continue;
+        const bool pause = offloaded && cpu_present;
+        if (b->thermally_paused() != pause) {
+            b->set_thermally_paused(pause);
+            spdlog::info("thermal: {} {}", b->label(),
+                         pause ? "paused: its work moves to the CPU" : "takes work again");
+        }
+    }
+}
+
+}  // namespace dwell
