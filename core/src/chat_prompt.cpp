@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "dwell/core/error.hpp"
 #include "dwell/core/tokenizer.hpp"
 
 namespace dwell {
@@ -23,6 +24,21 @@ ChatPrompt::ChatPrompt(const Tokenizer& tokenizer, ChatTemplate chat_template)
               [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
     for (const std::string& s : template_.stop_strings()) {
         if (const int32_t id = wanted.at(s); id >= 0) stop_tokens_.push_back(id);
+    }
+}
+
+void ChatPrompt::check_contents(const std::vector<ChatMessage>& messages) const {
+    // A message holding the template's control text would open or close
+    // turns of its own (a forged system turn): refused, not escaped, so the
+    // conversation means what it says.
+    for (size_t i = 0; i < messages.size(); ++i) {
+        for (const auto& [text, id] : specials_) {
+            if (messages[i].content.find(text) != std::string::npos)
+                throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                            "message " + std::to_string(i) + " (" + messages[i].role +
+                                ") contains the chat template's control text '" + text +
+                                "', which may not appear in a message");
+        }
     }
 }
 
@@ -54,6 +70,10 @@ std::vector<int32_t> ChatPrompt::encode_text(const std::string& text) const {
 
 std::vector<int32_t> ChatPrompt::encode(const std::vector<ChatMessage>& messages,
                                         bool add_generation_prompt) const {
+    check_contents(messages);
+    if (tokenizer_.bos() < 0)
+        throw Error(DWELL_ERR_UNSUPPORTED,
+                    "the model's vocabulary has no BOS token; chat prompts need one");
     std::vector<int32_t> out{tokenizer_.bos()};
     const auto ids = encode_text(template_.render(messages, add_generation_prompt));
     out.insert(out.end(), ids.begin(), ids.end());

@@ -70,22 +70,37 @@ void RuntimeThermal::set_freq_cap(bool capped) {
     for (const auto& d : config_.devfreq) {
         const fs::path dir = root_ / fs::path(d.path).relative_path();
         const fs::path max_file = dir / "max_freq";
+        const auto read_value = [](const fs::path& f) -> int64_t {
+            int64_t v = 0;
+            std::ifstream in(f);
+            return in >> v ? v : -1;
+        };
         if (capped) {
-            std::string original;
-            std::ifstream(max_file) >> original;
-            std::string cap = d.cap_khz > 0 ? std::to_string(d.cap_khz * 1000) : "";
-            if (cap.empty()) std::ifstream(dir / "min_freq") >> cap;
-            std::ofstream out(max_file);
-            if (original.empty() || cap.empty() || !(out << cap << "\n") || !out.flush()) {
-                spdlog::warn("thermal: cannot cap {} (not writable here); that lever is skipped",
+            const int64_t current = read_value(max_file);
+            int64_t cap = d.cap_khz > 0 ? d.cap_khz * 1000 : read_value(dir / "min_freq");
+            if (current <= 0 || cap <= 0) {
+                spdlog::warn("thermal: cannot read {} (or its min_freq); that lever is skipped",
                              max_file.string());
                 continue;
             }
-            original_max_freq_[max_file.string()] = original;
-        } else if (const auto it = original_max_freq_.find(max_file.string());
-                   it != original_max_freq_.end()) {
-            std::ofstream(max_file) << it->second << "\n";
-            original_max_freq_.erase(it);
+            // Never raise a limit someone else (the OS) already lowered.
+            if (cap >= current) continue;
+            std::ofstream out(max_file);
+            if (!(out << cap << "\n") || !out.flush()) {
+                spdlog::warn(
+                    "thermal: cannot write {} (needs root on most phones); that lever is "
+                    "skipped",
+                    max_file.string());
+                continue;
+            }
+            capped_files_[max_file.string()] = {current, cap};
+        } else if (const auto it = capped_files_.find(max_file.string());
+                   it != capped_files_.end()) {
+            // Restore only what is still ours: a value written since by
+            // someone else stays.
+            if (read_value(max_file) == it->second.written)
+                std::ofstream(max_file) << it->second.original << "\n";
+            capped_files_.erase(it);
         }
     }
 }

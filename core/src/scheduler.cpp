@@ -59,6 +59,9 @@ Placement Scheduler::place(Graph& graph) const {
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
         const dwell_node& node = graph.nodes[i];
         std::string declined;
+        // A backend paused by the thermal governor is a preference, not a
+        // ban: it still runs a node no other backend takes.
+        int32_t paused_fallback = -1;
         for (size_t b = 0; b < backends_.size(); ++b) {
             const Backend& be = *backends_[b];
             if (!allowed(be, node)) continue;
@@ -68,6 +71,7 @@ Placement Scheduler::place(Graph& graph) const {
                 continue;
             }
             if (be.thermally_paused()) {
+                if (paused_fallback < 0) paused_fallback = static_cast<int32_t>(b);
                 declined += (declined.empty() ? "" : ", ") + be.label() + ": paused while hot";
                 continue;
             }
@@ -90,6 +94,12 @@ Placement Scheduler::place(Graph& graph) const {
             }
             declined += (declined.empty() ? "" : ", ") + be.label() +
                         (reason.empty() || reason == "no message" ? "" : ": " + reason);
+        }
+        if (p.node_backend[i] < 0 && paused_fallback >= 0) {
+            const Backend& be = *backends_[static_cast<size_t>(paused_fallback)];
+            std::lock_guard lock(be.mutex());
+            if (be.api().supports_op(be.context(), &cg, static_cast<int32_t>(i)))
+                p.node_backend[i] = paused_fallback;
         }
         if (p.node_backend[i] < 0) {
             throw Error(DWELL_ERR_UNSUPPORTED,

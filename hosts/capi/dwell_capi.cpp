@@ -257,10 +257,11 @@ dwell_status dwell_session_reset(dwell_session* session, dwell_error* error) {
     if (!session)
         return fail(error, DWELL_ERR_INVALID_ARGUMENT, "dwell_session_reset: NULL session");
     return guarded(error, [&] {
-        session->session.reset();
-        session->pending = -1;
-        session->session =
+        // The new session first: if it cannot be made, the old one stays.
+        auto fresh =
             std::make_unique<dwell::Session>(*session->runtime, session->model, session->options);
+        session->session = std::move(fresh);
+        session->pending = -1;
         return DWELL_OK;
     });
 }
@@ -315,22 +316,27 @@ dwell_status dwell_session_generate(dwell_session* session, const char* text,
         dwell::StreamDecoder decoder(tok, false);  // the reply only: keep its leading space
         const int32_t n_predict = o.max_tokens > 0 ? o.max_tokens : s.n_ctx();
         int32_t last = -1;
+        bool stopped_by_callback = false;
         dwell::GenerationStats g;
         try {
             g = dwell::generate(s, prompt, n_predict, sampler, [&](int32_t token) {
                 last = token;
                 const std::string piece = decoder.push(token);
-                return !callback || callback(user, token, piece.c_str(), piece.size()) == 0;
+                if (!callback || callback(user, token, piece.c_str(), piece.size()) == 0)
+                    return true;
+                stopped_by_callback = true;
+                return false;
             });
         } catch (const dwell::Error& e) {
             s.clear_cancel();
-            // The prompt went in (or not) as a whole; a cancelled reply keeps
-            // what was generated, whose last token is still to be fed.
-            session->pending = last;
+            // The prompt went in (or not) as a whole. A reply cut short keeps
+            // what was generated, whose last token is still to be fed; a
+            // prompt that failed leaves the earlier pending token pending.
+            if (last >= 0) session->pending = last;
             throw;
         }
         session->pending = g.stopped_at_eos ? -1 : last;
-        if (callback) {
+        if (callback && !stopped_by_callback) {
             const std::string tail = decoder.finish();
             if (!tail.empty()) callback(user, -1, tail.c_str(), tail.size());
         }

@@ -70,6 +70,12 @@ public:
     TextResult reply(const std::string& user, TextRequest request,
                      const std::function<bool(std::string_view)>& on_delta) {
         messages_.push_back({"user", user});
+        try {
+            prompt_.check_contents(messages_);
+        } catch (...) {
+            messages_.pop_back();
+            throw;
+        }
         const std::string text = prompt_.chat_template().render(messages_, true);
         if (!held_text_.empty() && text.compare(0, held_text_.size(), held_text_) == 0) {
             // Only the new part: the end of the last reply, the user's turn and
@@ -108,27 +114,42 @@ public:
     void use_backend(const std::string& name) { session_->use_backend(name); }
 
     void save(const std::string& path) {
+        nlohmann::json j = {{"held_text", held_text_}, {"messages", nlohmann::json::array()}};
+        for (const auto& m : messages_)
+            j["messages"].push_back({{"role", m.role}, {"content", m.content}});
+        // Invalid UTF-8 typed at the terminal is replaced, not a failure.
+        const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
         if (pending_ >= 0) {
             session_->decode(std::span<const int32_t>(&pending_, 1));
             pending_ = -1;
         }
         session_->save(path);
-        nlohmann::json j = {{"held_text", held_text_}, {"messages", nlohmann::json::array()}};
-        for (const auto& m : messages_)
-            j["messages"].push_back({{"role", m.role}, {"content", m.content}});
-        std::ofstream(path + ".chat.json") << j.dump(2) << "\n";
+        std::ofstream out(path + ".chat.json");
+        if (!(out << text << "\n") || !out.flush())
+            throw Error(DWELL_ERR_IO, path + ".chat.json: cannot write the conversation");
     }
 
     void load(const std::string& path) {
         std::ifstream in(path + ".chat.json");
         if (!in) throw Error(DWELL_ERR_IO, path + ".chat.json: cannot open (saved with /save?)");
-        const nlohmann::json j = nlohmann::json::parse(in);
+        // Everything is read and checked before anything is replaced.
+        std::vector<ChatMessage> messages;
+        std::string held;
+        try {
+            const nlohmann::json j = nlohmann::json::parse(in);
+            for (const auto& m : j.at("messages"))
+                messages.push_back(
+                    {m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+            held = j.at("held_text").get<std::string>();
+        } catch (const nlohmann::json::exception& e) {
+            throw Error(DWELL_ERR_CORRUPT, path + ".chat.json: not a saved conversation (" +
+                                               std::string(e.what()) + ")");
+        }
         auto restored = Session::restore(runtime_, model_, path, options_);
         std::lock_guard lock(mutex_);
         session_ = std::move(restored);
-        messages_.clear();
-        for (const auto& m : j["messages"]) messages_.push_back({m["role"], m["content"]});
-        held_text_ = j["held_text"];
+        messages_ = std::move(messages);
+        held_text_ = std::move(held);
         pending_ = -1;
     }
 
@@ -264,14 +285,17 @@ int chat_command(const std::vector<std::string>& args) {
                         return true;
                     });
                     replying = false;
-                    std::cout << (r.finish == FinishReason::Length ? " [reply cut at -n]\n" : "\n");
+                    std::cout << (r.stats.stopped_at_context
+                                      ? " [context full: /reset to start over, or a larger --ctx]\n"
+                                  : r.finish == FinishReason::Length ? " [reply cut at -n]\n"
+                                                                     : "\n");
                 } catch (const Error& e) {
                     replying = false;
                     if (e.status() != DWELL_ERR_CANCELLED) throw;
                     std::cout << " [stopped]\n";
                 }
             }
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {  // one command failed; the conversation goes on
             std::cout << std::flush;
             std::cerr << "dwell chat: " << e.what() << "\n";
         }

@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -70,14 +72,19 @@ int serve_command(const std::vector<std::string>& args) {
         std::cerr << "dwell serve: /v1/chat/completions disabled: "
                   << server.chat_unavailable_reason() << "\n";
     std::cerr.flush();
+    std::atomic<bool> finished{false};
     std::thread stopper([&] {
         int sig = 0;
         sigwait(&stop_signals, &sig);
-        std::cerr << "dwell serve: stopping\n";
+        if (finished) return;
+        std::cerr << "dwell serve: stopping (again to quit at once)\n";
         server.stop();
+        sigwait(&stop_signals, &sig);
+        if (!finished) std::_Exit(128 + sig);
     });
     server.serve();
-    // serve() also returns after a failure; wake the stopper if so.
+    finished = true;
+    // Wake the stopper, whether it waits for a first or a second signal.
     pthread_kill(stopper.native_handle(), SIGTERM);
     stopper.join();
     return 0;

@@ -4,14 +4,29 @@ namespace dwell::server {
 
 std::optional<Admission::Slot> Admission::enter() {
     std::unique_lock lock(mutex_);
+    if (closed_) return std::nullopt;
     if (running_ >= parallel_) {
         if (waiting_ >= max_queue_) return std::nullopt;
         ++waiting_;
-        cv_.wait(lock, [&] { return running_ < parallel_; });
+        cv_.wait(lock, [&] { return running_ < parallel_ || closed_; });
         --waiting_;
+        if (closed_) return std::nullopt;
     }
     ++running_;
     return Slot(this);
+}
+
+void Admission::close() {
+    {
+        std::lock_guard lock(mutex_);
+        closed_ = true;
+    }
+    cv_.notify_all();
+}
+
+bool Admission::closed() const {
+    std::lock_guard lock(mutex_);
+    return closed_;
 }
 
 void Admission::leave() {

@@ -32,8 +32,11 @@ public:
         Admission* a_;
     };
 
-    // Waits for a place; nothing when the queue is full.
+    // Waits for a place; nothing when the queue is full or closed.
     std::optional<Slot> enter();
+    // Refuses every request from now on and wakes those waiting.
+    void close();
+    bool closed() const;
 
     int32_t running() const;
     int32_t waiting() const;
@@ -47,6 +50,7 @@ private:
     std::condition_variable cv_;
     int32_t running_ = 0;
     int32_t waiting_ = 0;
+    bool closed_ = false;
 };
 
 }  // namespace dwell::server

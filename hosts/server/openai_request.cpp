@@ -26,8 +26,8 @@ std::string text_content(const json& content, const std::string& param) {
     if (content.is_array()) {
         std::string out;
         for (const json& part : content) {
-            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-                !part["text"].is_string())
+            if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+                !part.contains("text") || !part["text"].is_string())
                 bad(param,
                     "parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is "
                     "supported)");
@@ -118,7 +118,10 @@ CompletionRequest parse_completion_request(const json& body, bool chat, int32_t 
     }
     if (const auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) bad("stream_options", "must be an object");
-        r.include_usage = it->value("include_usage", false);
+        if (const auto u = it->find("include_usage"); u != it->end() && !u->is_null()) {
+            if (!u->is_boolean()) bad("stream_options.include_usage", "must be true or false");
+            r.include_usage = u->get<bool>();
+        }
     }
     return r;
 }

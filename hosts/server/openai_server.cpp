@@ -7,6 +7,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "admission.hpp"
 #include "dwell/core/error.hpp"
@@ -24,6 +25,14 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// Metric labels come from this fixed set, never from what a client sent.
+std::string known_route(const std::string& path) {
+    for (const char* r :
+         {"/v1/completions", "/v1/chat/completions", "/v1/models", "/metrics", "/health"})
+        if (path == r) return r;
+    return "other";
+}
 
 int64_t unix_seconds() {
     return std::chrono::duration_cast<std::chrono::seconds>(
@@ -58,12 +67,44 @@ bool send_event(httplib::DataSink& sink, const std::string& data) {
     return sink.write(event.data(), event.size());
 }
 
+// The sessions generating now, so that stop() can cancel them.
+class LiveSessions {
+public:
+    void add(Session* s) {
+        std::lock_guard lock(mutex_);
+        live_.insert(s);
+    }
+    void remove(Session* s) {
+        std::lock_guard lock(mutex_);
+        live_.erase(s);
+    }
+    void cancel_all() {
+        std::lock_guard lock(mutex_);
+        for (Session* s : live_) s->cancel();
+    }
+
+private:
+    std::mutex mutex_;
+    std::set<Session*> live_;
+};
+
+// Registered while its session lives (declared after the session: goes first).
+struct LiveRegistration {
+    LiveRegistration(LiveSessions& l, Session* s) : live(l), session(s) { live.add(s); }
+    ~LiveRegistration() { live.remove(session); }
+    LiveRegistration(const LiveRegistration&) = delete;
+    LiveRegistration& operator=(const LiveRegistration&) = delete;
+    LiveSessions& live;
+    Session* session;
+};
+
 // What one request needs once it is admitted, kept alive by the response's
 // content provider until the reply is written.
 struct Job {
     CompletionRequest request;
     TextRequest text;
     std::unique_ptr<Session> session;
+    std::unique_ptr<LiveRegistration> registration;
     std::optional<Admission::Slot> slot;
     std::string id;
     int32_t prompt_tokens = 0;
@@ -102,19 +143,20 @@ struct OpenAiServer::Impl {
     std::optional<ChatPrompt> chat;
     std::string chat_unavailable;
     std::atomic<uint64_t> next_id{0};
+    LiveSessions live;
     int port = -1;
 };
 
 void OpenAiServer::Impl::routes() {
     // httplib owns the queue it gets (and deletes it): sized so that every
-    // admitted and every waiting request has a thread, plus a few for
-    // /health and /metrics.
-    const int threads = o.parallel + o.max_queue + 4;
+    // admitted and every waiting request has a thread, plus room for idle
+    // keep-alive connections and /health and /metrics.
+    const int threads = o.parallel + o.max_queue + 16;
     http.new_task_queue = [threads] {
         return new httplib::ThreadPool(static_cast<size_t>(threads));
     };
     http.set_payload_max_length(o.max_body_bytes);
-    http.set_keep_alive_timeout(5);
+    http.set_keep_alive_timeout(2);  // an idle connection holds a thread
     http.set_read_timeout(30);
     http.set_write_timeout(30);
 
@@ -125,7 +167,7 @@ void OpenAiServer::Impl::routes() {
             return httplib::Server::HandlerResponse::Unhandled;
         send_error(res, 401, "a valid API key is required (Authorization: Bearer KEY)",
                    "invalid_request_error");
-        metrics.request(req.path, 401);
+        metrics.request(known_route(req.path), 401);
         return httplib::Server::HandlerResponse::Handled;
     });
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -208,6 +250,8 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
         sp.seed = job->request.seed ? *job->request.seed : std::random_device{}();
 
         auto slot = admission.enter();
+        if (!slot && admission.closed())
+            throw RequestError(503, "the server is stopping", "", "server_busy");
         if (!slot) {
             res.set_header("Retry-After", "1");
             throw RequestError(503,
@@ -221,6 +265,7 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
         SessionOptions so;
         so.n_ctx = o.n_ctx;
         job->session = std::make_unique<Session>(runtime, model, so);
+        job->registration = std::make_unique<LiveRegistration>(live, job->session.get());
         const auto room = job->session->n_ctx() - static_cast<int32_t>(job->text.prompt.size());
         if (room < 1)
             throw RequestError(400,
@@ -259,7 +304,9 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
                                              return true;
                                          });
     } else {
-        res.set_chunked_content_provider("application/json",
+        // With a charset the type is not on httplib's compressible list: the
+        // reply (and the probe spaces) reach the socket as written.
+        res.set_chunked_content_provider("application/json; charset=utf-8",
                                          [this, job](size_t, httplib::DataSink& sink) {
                                              write_whole(*job, sink);
                                              return true;
@@ -295,7 +342,8 @@ void OpenAiServer::Impl::write_whole(Job& job, httplib::DataSink& sink) {
         r = generate_text(*job.session, job.text, [&](std::string_view) {
             return ++deltas % 64 != 0 || sink.write(" ", 1);
         });
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
+        // An exception out of a content provider would end the process.
         const std::string body = error_body(e.what(), "server_error").dump();
         sink.write(body.data(), body.size());
         sink.done();
@@ -338,7 +386,7 @@ void OpenAiServer::Impl::write_stream(Job& job, httplib::DataSink& sink) {
                 chat_api ? json{{"content", std::string(delta)}} : json(std::string(delta));
             return send_event(sink, chunk(d, nullptr).dump());
         });
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
         send_event(sink, error_body(e.what(), "server_error").dump());
         sink.done();
         return;
@@ -394,7 +442,12 @@ void OpenAiServer::start() {
 }
 
 void OpenAiServer::stop() {
-    if (impl_) impl_->http.stop();
+    if (!impl_) return;
+    // No new work, the waiting requests refused, the running ones cancelled
+    // (their replies end with an error), then the listener closed.
+    impl_->admission.close();
+    impl_->live.cancel_all();
+    impl_->http.stop();
 }
 
 int OpenAiServer::bound_port() const {

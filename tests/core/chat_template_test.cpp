@@ -194,7 +194,8 @@ TEST(ChatTemplate, SpecialTokensCoverWhatTheRenderingEmits) {
             EXPECT_NE(text.find(s), std::string::npos) << s;
         }
     }
-    const auto& chatml = ChatTemplate::named("chatml").special_tokens();
+    // A copy: special_tokens() refers into the ChatTemplate, a temporary here.
+    const std::vector<std::string> chatml = ChatTemplate::named("chatml").special_tokens();
     EXPECT_EQ(chatml, (std::vector<std::string>{"<|im_start|>", "<|im_end|>"}));
 }
 

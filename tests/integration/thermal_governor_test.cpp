@@ -27,6 +27,16 @@ protected:
         fs::create_directories(zone_);
         std::ofstream(zone_ / "type") << "soc-test\n";
         set_temp("47000");
+        devfreq_ = dir_.path() / "sys/class/devfreq/gpu";
+        fs::create_directories(devfreq_);
+        std::ofstream(devfreq_ / "max_freq") << "900000000\n";
+        std::ofstream(devfreq_ / "min_freq") << "300000000\n";
+    }
+    std::string max_freq() const {
+        std::ifstream in(devfreq_ / "max_freq");
+        std::string v;
+        in >> v;
+        return v;
     }
     void set_temp(const std::string& v) { std::ofstream(zone_ / "temp") << v << "\n"; }
 
@@ -36,7 +46,9 @@ protected:
                                                 "[[backend]]\nplugin = \"cpu\"\n"
                                                 "options = { threads = \"2\" }\n"
                                                 "[thermal]\nzones = [\"soc-test\"]\n"
-                                                "period_ms = 50\ntarget_c = 40\nlimit_c = 45\n");
+                                                "period_ms = 50\ntarget_c = 40\nlimit_c = 45\n"
+                                                "devfreq = [{ path = \"/sys/class/devfreq/gpu\", "
+                                                "cap_khz = 500000 }]\n");
         o.thermal = thermal;
         o.thermal_root = dir_.path();
         return o;
@@ -58,7 +70,7 @@ protected:
     }
 
     TempDir dir_;
-    fs::path zone_;
+    fs::path zone_, devfreq_;
 };
 
 TEST_F(ThermalGovernorRuntime, HotDevicePacesAndUsesFewerThreadsWithTheSameTokens) {
@@ -73,6 +85,8 @@ TEST_F(ThermalGovernorRuntime, HotDevicePacesAndUsesFewerThreadsWithTheSameToken
     EXPECT_EQ(hot.actions.throttle, 1.0);  // above the limit: every lever at once
     EXPECT_LT(hot.actions.duty, 0.5);
     EXPECT_LT(hot.actions.thread_share, 1.0);
+    EXPECT_TRUE(hot.actions.freq_capped);
+    EXPECT_EQ(max_freq(), "500000000");  // the devfreq cap, written under the sysfs root
     for (const ReferenceCase& c : ref_.cases) {
         SCOPED_TRACE(c.prompt);
         EXPECT_EQ(greedy(on, c), c.full_ids);
@@ -83,6 +97,7 @@ TEST_F(ThermalGovernorRuntime, HotDevicePacesAndUsesFewerThreadsWithTheSameToken
     ThermalState cool = after_periods(on, 3);
     for (int i = 0; i < 100 && cool.actions.throttle > 0; ++i) cool = after_periods(on, 1);
     EXPECT_EQ(cool.actions, ThermalActions{});
+    EXPECT_EQ(max_freq(), "900000000");  // restored
 }
 
 #ifdef DWELL_TEST_FAKE_CDSPRPC

@@ -10,6 +10,20 @@
 
 namespace {
 
+// Classes and methods looked up once (JNI_OnLoad), held as global
+// references: per-token lookups would leak a local reference each.
+struct JavaRefs {
+    jclass string_class = nullptr;
+    jmethodID string_from_bytes = nullptr;  // String(byte[], String charset)
+    jmethodID string_get_bytes = nullptr;   // String.getBytes(String charset)
+    jstring utf8_name = nullptr;
+    jclass exception_class = nullptr;
+    jmethodID exception_ctor = nullptr;
+    jclass stats_class = nullptr;
+    jmethodID stats_ctor = nullptr;
+};
+JavaRefs g_java;  // written once by JNI_OnLoad, read-only after
+
 template <class T>
 T* from_handle(jlong h) {
     return reinterpret_cast<T*>(static_cast<intptr_t>(h));
@@ -20,12 +34,19 @@ jlong to_handle(T* p) {
     return static_cast<jlong>(reinterpret_cast<intptr_t>(p));
 }
 
+jclass global_class(JNIEnv* env, const char* name) {
+    jclass local = env->FindClass(name);
+    if (!local) return nullptr;
+    auto global = static_cast<jclass>(env->NewGlobalRef(local));
+    env->DeleteLocalRef(local);
+    return global;
+}
+
 void throw_dwell(JNIEnv* env, const dwell_error& e) {
-    jclass cls = env->FindClass("org/dwell/DwellException");
-    if (!cls) return;  // NoClassDefFoundError is pending
-    jmethodID ctor = env->GetMethodID(cls, "<init>", "(ILjava/lang/String;)V");
     jstring msg = env->NewStringUTF(e.message);
-    auto ex = static_cast<jthrowable>(env->NewObject(cls, ctor, static_cast<jint>(e.code), msg));
+    auto ex = static_cast<jthrowable>(env->NewObject(g_java.exception_class, g_java.exception_ctor,
+                                                     static_cast<jint>(e.code), msg));
+    env->DeleteLocalRef(msg);
     if (ex) env->Throw(ex);
 }
 
@@ -33,29 +54,24 @@ void throw_dwell(JNIEnv* env, const dwell_error& e) {
 // which differs for characters outside the BMP).
 std::string utf8(JNIEnv* env, jstring s) {
     if (!s) return {};
-    jclass string_class = env->FindClass("java/lang/String");
-    jmethodID get_bytes = env->GetMethodID(string_class, "getBytes", "(Ljava/lang/String;)[B");
-    jstring charset = env->NewStringUTF("UTF-8");
-    auto bytes = static_cast<jbyteArray>(env->CallObjectMethod(s, get_bytes, charset));
+    auto bytes = static_cast<jbyteArray>(
+        env->CallObjectMethod(s, g_java.string_get_bytes, g_java.utf8_name));
     if (!bytes) return {};
     const jsize n = env->GetArrayLength(bytes);
     std::string out(static_cast<size_t>(n), '\0');
     env->GetByteArrayRegion(bytes, 0, n, reinterpret_cast<jbyte*>(out.data()));
     env->DeleteLocalRef(bytes);
-    env->DeleteLocalRef(charset);
     return out;
 }
 
 jstring java_string(JNIEnv* env, const char* text, size_t len) {
-    jclass string_class = env->FindClass("java/lang/String");
-    jmethodID ctor = env->GetMethodID(string_class, "<init>", "([BLjava/lang/String;)V");
     jbyteArray bytes = env->NewByteArray(static_cast<jsize>(len));
+    if (!bytes) return nullptr;
     env->SetByteArrayRegion(bytes, 0, static_cast<jsize>(len),
                             reinterpret_cast<const jbyte*>(text));
-    jstring charset = env->NewStringUTF("UTF-8");
-    auto s = static_cast<jstring>(env->NewObject(string_class, ctor, bytes, charset));
+    auto s = static_cast<jstring>(
+        env->NewObject(g_java.string_class, g_java.string_from_bytes, bytes, g_java.utf8_name));
     env->DeleteLocalRef(bytes);
-    env->DeleteLocalRef(charset);
     return s;
 }
 
@@ -68,7 +84,10 @@ struct CallbackContext {
 int on_token(void* user, int32_t token, const char* text, size_t len) {
     auto* c = static_cast<CallbackContext*>(user);
     if (!c->callback) return 0;
+    // No JNI call may run with an exception pending: stop instead.
+    if (c->env->ExceptionCheck()) return 1;
     jstring s = java_string(c->env, text, len);
+    if (!s) return 1;
     const jboolean go = c->env->CallBooleanMethod(c->callback, c->on_token, token, s);
     c->env->DeleteLocalRef(s);
     // A Java exception in the callback stops the reply; it is rethrown.
@@ -78,6 +97,29 @@ int on_token(void* user, int32_t token, const char* text, size_t len) {
 }  // namespace
 
 extern "C" {
+
+JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
+    JNIEnv* env = nullptr;
+    if (vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_6) != JNI_OK) return JNI_ERR;
+    g_java.string_class = global_class(env, "java/lang/String");
+    g_java.exception_class = global_class(env, "org/dwell/DwellException");
+    g_java.stats_class = global_class(env, "org/dwell/GenerationStats");
+    if (!g_java.string_class || !g_java.exception_class || !g_java.stats_class) return JNI_ERR;
+    g_java.string_from_bytes =
+        env->GetMethodID(g_java.string_class, "<init>", "([BLjava/lang/String;)V");
+    g_java.string_get_bytes =
+        env->GetMethodID(g_java.string_class, "getBytes", "(Ljava/lang/String;)[B");
+    g_java.exception_ctor =
+        env->GetMethodID(g_java.exception_class, "<init>", "(ILjava/lang/String;)V");
+    g_java.stats_ctor = env->GetMethodID(g_java.stats_class, "<init>", "(IIDDZ)V");
+    jstring utf8_local = env->NewStringUTF("UTF-8");
+    g_java.utf8_name = static_cast<jstring>(env->NewGlobalRef(utf8_local));
+    env->DeleteLocalRef(utf8_local);
+    if (!g_java.string_from_bytes || !g_java.string_get_bytes || !g_java.exception_ctor ||
+        !g_java.stats_ctor || !g_java.utf8_name)
+        return JNI_ERR;
+    return JNI_VERSION_1_6;
+}
 
 JNIEXPORT jint JNICALL Java_org_dwell_Dwell_nativeVersion(JNIEnv*, jclass) {
     return static_cast<jint>(dwell_capi_version());
@@ -155,6 +197,7 @@ JNIEXPORT jobject JNICALL Java_org_dwell_Session_nativeGenerate(JNIEnv* env, jcl
     if (callback) {
         jclass cb_class = env->GetObjectClass(callback);
         ctx.on_token = env->GetMethodID(cb_class, "onToken", "(ILjava/lang/String;)Z");
+        env->DeleteLocalRef(cb_class);
         if (!ctx.on_token) return nullptr;
     }
     dwell_generation_stats st{};
@@ -167,9 +210,7 @@ JNIEXPORT jobject JNICALL Java_org_dwell_Session_nativeGenerate(JNIEnv* env, jcl
         throw_dwell(env, e);
         return nullptr;
     }
-    jclass stats_class = env->FindClass("org/dwell/GenerationStats");
-    jmethodID ctor = env->GetMethodID(stats_class, "<init>", "(IIDDZ)V");
-    return env->NewObject(stats_class, ctor, st.n_prompt, st.n_generated,
+    return env->NewObject(g_java.stats_class, g_java.stats_ctor, st.n_prompt, st.n_generated,
                           st.prompt_tokens_per_second, st.generation_tokens_per_second,
                           static_cast<jboolean>(st.stopped_at_eos != 0));
 }

@@ -269,8 +269,9 @@ dwell_status reconfigure(dwell_backend_context* ctx, const dwell_option* options
             if (threads == ctx->pool->size()) continue;
             std::vector<int> cpus = ctx->full_cpus;
             if (cpus.size() > threads) cpus.resize(threads);
-            ctx->pool.reset();  // its workers join before the new ones start
-            ctx->pool = std::make_unique<ThreadPool>(threads, std::move(cpus));
+            // The new pool first: if its threads cannot start, the old one stays.
+            auto pool = std::make_unique<ThreadPool>(threads, std::move(cpus));
+            ctx->pool = std::move(pool);
         }
         return DWELL_OK;
     });

@@ -25,9 +25,12 @@ public:
 
     const ChatTemplate& chat_template() const { return template_; }
 
-    // BOS, then the rendered conversation as ids.
+    // BOS, then the rendered conversation as ids. Throws (invalid argument)
+    // when a message contains one of the template's control texts (it would
+    // forge turns), naming the message and the text.
     std::vector<int32_t> encode(const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt) const;
+    void check_contents(const std::vector<ChatMessage>& messages) const;
     // Text with special-token texts in it -> ids (no BOS).
     std::vector<int32_t> encode_text(const std::string& text) const;
 

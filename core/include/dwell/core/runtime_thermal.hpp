@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -50,7 +51,11 @@ private:
     double thread_share_ = 1.0;
     bool capped_ = false;
     bool offloaded_ = false;
-    std::map<std::string, std::string> original_max_freq_;  // devfreq path -> value
+    struct Capped {
+        int64_t original;  // max_freq before the cap
+        int64_t written;   // the cap written
+    };
+    std::map<std::string, Capped> capped_files_;  // max_freq path -> values
     std::set<const Backend*> cannot_reconfigure_;
 };
 

@@ -25,7 +25,7 @@ public final class DwellRuntime implements AutoCloseable {
         return open(null, 0);
     }
 
-    public Model loadModel(String path) {
+    public synchronized Model loadModel(String path) {
         return new Model(Model.nativeLoad(checkOpen(), path));
     }
 

@@ -1,6 +1,9 @@
 package org.dwell;
 
-/** A loaded model. Thread-safe; sessions made from it keep it alive. */
+/**
+ * A loaded model. Thread-safe; sessions made from it keep it alive, so it may be closed while
+ * they are in use.
+ */
 public final class Model implements AutoCloseable {
     private long handle;
 
@@ -8,7 +11,7 @@ public final class Model implements AutoCloseable {
         this.handle = handle;
     }
 
-    public Session newSession(int contextLength) {
+    public synchronized Session newSession(int contextLength) {
         return new Session(Session.nativeCreate(checkOpen(), contextLength));
     }
 

@@ -1,11 +1,17 @@
 package org.dwell;
 
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
 /**
  * One conversation. Used by one thread at a time, except {@link #cancel}, which any thread may
- * call while the session is open.
+ * call at any time, and {@link #close}, which any thread may call: it cancels a running
+ * generation and waits for it to end before freeing the session.
  */
 public final class Session implements AutoCloseable {
-    private volatile long handle;
+    private long handle;
+    // generate and cancel hold the read side; close takes the write side, so
+    // the native session is never freed while a call uses it.
+    private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
 
     Session(long handle) {
         this.handle = handle;
@@ -20,27 +26,37 @@ public final class Session implements AutoCloseable {
      */
     public GenerationStats generate(String text, int maxTokens, float temperature, long seed,
             TokenCallback callback) {
-        return nativeGenerate(checkOpen(), text, maxTokens, temperature, seed, callback);
+        lock.readLock().lock();
+        try {
+            if (handle == 0) throw new IllegalStateException("the session is closed");
+            return nativeGenerate(handle, text, maxTokens, temperature, seed, callback);
+        } finally {
+            lock.readLock().unlock();
+        }
     }
 
     /** Stops the running (or the next) generation; safe from any thread. */
     public void cancel() {
-        long h = handle;
-        if (h != 0) nativeCancel(h);
-    }
-
-    private long checkOpen() {
-        long h = handle;
-        if (h == 0) throw new IllegalStateException("the session is closed");
-        return h;
+        lock.readLock().lock();
+        try {
+            if (handle != 0) nativeCancel(handle);
+        } finally {
+            lock.readLock().unlock();
+        }
     }
 
     @Override
-    public synchronized void close() {
-        long h = handle;
-        if (h != 0) {
-            handle = 0;
-            nativeFree(h);
+    public void close() {
+        // Stop a running reply first, so the write lock does not wait for all of it.
+        cancel();
+        lock.writeLock().lock();
+        try {
+            if (handle != 0) {
+                nativeFree(handle);
+                handle = 0;
+            }
+        } finally {
+            lock.writeLock().unlock();
         }
     }
 
