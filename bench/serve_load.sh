@@ -25,22 +25,15 @@ while [ $# -gt 0 ]; do
 done
 [ -f "$model" ] || { echo "serve_load.sh: model $model not found (set DWELL_MODELS_DIR or --model)" >&2; exit 77; }
 
-log=$(mktemp)
-"$build/bin/dwell" serve -m "$model" --port 0 --parallel "$parallel" --max-queue "$max_queue" \
-  --chat-template chatml 2>"$log" &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
-for _ in $(seq 100); do
-  port=$(sed -n 's/^dwell serve: [^:]*:\([0-9]*\) .*/\1/p' "$log")
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "${port:-}" ] || { echo "serve_load.sh: the server did not start:" >&2; cat "$log" >&2; exit 1; }
+. "$root/scripts/start_server.sh"
+start_server "$build" "$model" --parallel "$parallel" --max-queue "$max_queue" --chat-template chatml
+pid=$server_pid port=$server_port
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
 
 # Warm-up: every client a few times, so sessions, pages, caches and the
 # allocator's per-thread arenas reach their size.
-"$build/bin/dwell-serve-load" --port "$port" --clients "$clients" --requests 5 --max-tokens "$max_tokens" >/dev/null
+warm=$("$build/bin/dwell-serve-load" --port "$port" --clients "$clients" --requests 5 \
+  --max-tokens "$max_tokens") || { echo "serve_load.sh: the warm-up failed: $warm" >&2; exit 1; }
 rss_warm=$(rss_kb)
 result=$("$build/bin/dwell-serve-load" --port "$port" --clients "$clients" --requests "$requests" \
   --max-tokens "$max_tokens") || status=$?

@@ -133,6 +133,7 @@ struct OpenAiServer::Impl {
     json final_body(const Job& job, const TextResult& r) const;
     void write_stream(Job& job, httplib::DataSink& sink);
     void write_whole(Job& job, httplib::DataSink& sink);
+    bool finished(const Job& job, const TextResult& r);
 
     Runtime& runtime;
     std::shared_ptr<const Model> model;
@@ -333,6 +334,16 @@ json OpenAiServer::Impl::final_body(const Job& job, const TextResult& r) const {
               {"total_tokens", job.prompt_tokens + r.completion_tokens}}}};
 }
 
+// Counts the reply's tokens; false when its client went away (nothing more
+// to write).
+bool OpenAiServer::Impl::finished(const Job& job, const TextResult& r) {
+    metrics.tokens(job.prompt_tokens, r.completion_tokens, r.stats.generation_seconds);
+    if (r.finish != FinishReason::Disconnected) return true;
+    spdlog::info("{}: the client went away; generation cancelled after {} tokens", job.id,
+                 r.completion_tokens);
+    return false;
+}
+
 void OpenAiServer::Impl::write_whole(Job& job, httplib::DataSink& sink) {
     // A space now and then (JSON allows leading whitespace) finds out
     // whether the client is still there while a long reply is generated.
@@ -349,12 +360,7 @@ void OpenAiServer::Impl::write_whole(Job& job, httplib::DataSink& sink) {
         sink.done();
         return;
     }
-    metrics.tokens(job.prompt_tokens, r.completion_tokens, r.stats.generation_seconds);
-    if (r.finish == FinishReason::Disconnected) {
-        spdlog::info("{}: the client went away; generation cancelled after {} tokens", job.id,
-                     r.completion_tokens);
-        return;
-    }
+    if (!finished(job, r)) return;
     const std::string body = final_body(job, r).dump() + "\n";
     sink.write(body.data(), body.size());
     sink.done();
@@ -391,12 +397,7 @@ void OpenAiServer::Impl::write_stream(Job& job, httplib::DataSink& sink) {
         sink.done();
         return;
     }
-    metrics.tokens(job.prompt_tokens, r.completion_tokens, r.stats.generation_seconds);
-    if (r.finish == FinishReason::Disconnected) {
-        spdlog::info("{}: the client went away; generation cancelled after {} tokens", job.id,
-                     r.completion_tokens);
-        return;
-    }
+    if (!finished(job, r)) return;
     const char* finish = r.finish == FinishReason::Stop ? "stop" : "length";
     send_event(sink, chunk(chat_api ? json::object() : json(""), finish).dump());
     if (job.request.include_usage) {

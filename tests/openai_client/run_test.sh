@@ -15,14 +15,7 @@ cp "$here/package.json" "$here/package-lock.json" "$here/stream_chat.mjs" "$work
 if [ ! -d "$work/node_modules/openai" ]; then
   (cd "$work" && npm ci --no-audit --no-fund --loglevel=error) || { echo "npm ci failed (is the npm registry reachable?)" >&2; exit 1; }
 fi
-log=$(mktemp)
-"$build/bin/dwell" serve -m "$model" --port 0 --api-key test-key --chat-template chatml 2>"$log" &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
-for _ in $(seq 100); do
-  port=$(sed -n 's/^dwell serve: [^:]*:\([0-9]*\) .*/\1/p' "$log")
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "${port:-}" ] || { cat "$log" >&2; exit 1; }
+. "$here/../../scripts/start_server.sh"
+start_server "$build" "$model" --api-key test-key --chat-template chatml
+port=$server_port
 node "$work/stream_chat.mjs" "http://127.0.0.1:$port/v1" test-key
