@@ -50,7 +50,15 @@ int main(int argc, char** argv) {
     try {
         if (command == "run") return dwell::cli::run_command(args);
         if (command == "devices") return dwell::cli::devices_command(args);
-        if (command == "serve") return dwell::cli::serve_command(args);
+        if (command == "serve") {
+#ifdef DWELL_HAVE_SERVER
+            return dwell::cli::serve_command(args);
+#else
+            std::cerr << "dwell serve: this build has no HTTP server (cpp-httplib was missing when "
+                         "it was built: apt install libcpp-httplib-dev, then rebuild)\n";
+            return 1;
+#endif
+        }
         if (command == "chat") return dwell::cli::chat_command(args);
         if (command == "synth") return dwell::cli::synth_command(args);
         if (command == "eval") return dwell::cli::eval_command(args);

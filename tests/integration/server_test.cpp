@@ -3,6 +3,7 @@
 // streaming equal to the whole reply, stop sequences, usage, the errors
 // (400 naming the field, 401, 404, 413, 503 with Retry-After) and a client
 // that goes away cancelling its generation.
+#ifdef DWELL_TEST_HAVE_SERVER  // built without cpp-httplib: no server to test
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -290,3 +291,4 @@ TEST_F(Server, AFullQueueAnswers503AndAGoneClientCancelsItsGeneration) {
 
 }  // namespace
 }  // namespace dwell::test
+#endif  // DWELL_TEST_HAVE_SERVER
