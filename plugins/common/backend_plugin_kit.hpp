@@ -102,6 +102,37 @@ void destroy_context(Context* c) {
     std::unique_ptr<Context> owned(c);
 }
 
+// The entries a host-memory backend fills; the context's destroy and last
+// error come from the templates above, the optional ones stay null unless
+// given.
+struct BackendEntries {
+    dwell_status (*device_count)(void*, uint32_t*);
+    dwell_status (*device_info)(void*, uint32_t, dwell_device_info*);
+    const char* (*last_error)(void*);
+    dwell_status (*context_create)(void*, uint32_t, const dwell_option*, size_t,
+                                   const dwell_host_services*, dwell_backend_context**);
+    int32_t (*supports_op)(dwell_backend_context*, const dwell_graph*, int32_t);
+    dwell_status (*graph_compute)(dwell_backend_context*, const dwell_graph*, const int32_t*,
+                                  size_t);
+    void (*release_weights)(dwell_backend_context*, const void*, size_t) = nullptr;
+};
+
+template <class Context>
+dwell_backend_plugin make_vtable(const BackendEntries& e) {
+    dwell_backend_plugin v{};
+    v.struct_size = sizeof v;
+    v.device_count = e.device_count;
+    v.device_info = e.device_info;
+    v.last_error = e.last_error;
+    v.context_create = e.context_create;
+    v.context_destroy = destroy_context<Context>;
+    v.context_last_error = context_last_error<Context>;
+    v.supports_op = e.supports_op;
+    v.graph_compute = e.graph_compute;
+    v.release_weights = e.release_weights;
+    return v;
+}
+
 // graph_compute's first step: when check(id) (why node `id` cannot run, or
 // "") refuses one of ids[0..n), c.last_error says "node <id>: <why>" and
 // the result is true: nothing has run.

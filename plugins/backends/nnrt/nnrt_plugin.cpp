@@ -473,18 +473,9 @@ void release_weights(dwell_backend_context* c, const void* data, size_t bytes) {
 }
 
 dwell_backend_plugin make_vtable() {
-    dwell_backend_plugin v{};
-    v.struct_size = sizeof v;
-    v.device_count = device_count;
-    v.device_info = device_info;
-    v.last_error = last_error;
-    v.context_create = context_create;
-    v.context_destroy = plugin_kit::destroy_context<dwell_backend_context>;
-    v.context_last_error = plugin_kit::context_last_error<dwell_backend_context>;
-    v.supports_op = supports_op;
-    v.graph_compute = graph_compute;
-    v.release_weights = release_weights;
-    return v;
+    return plugin_kit::make_vtable<dwell_backend_context>({device_count, device_info, last_error,
+                                                           context_create, supports_op,
+                                                           graph_compute, release_weights});
 }
 
 }  // namespace
