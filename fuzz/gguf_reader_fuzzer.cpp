@@ -1,14 +1,17 @@
 // libFuzzer target: GgufFile on arbitrary bytes. Parses with the same checks
 // as a mapped file, then reads every metadata key with every getter, every
-// tensor's bytes, and the tokenizer; dwell::Error is the expected outcome
-// for a malformed input, anything else (crash, sanitizer report, other
-// exception) is a finding.
+// tensor's bytes, copies the metadata as `dwell convert` does, and builds
+// the tokenizer (SPM or byte-level BPE); dwell::Error is the expected
+// outcome for a malformed input, anything else (crash, sanitizer report,
+// other exception) is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "dwell/core/error.hpp"
 #include "dwell/core/gguf_file.hpp"
+#include "dwell/core/gguf_metadata_copy.hpp"
+#include "dwell/core/gguf_writer.hpp"
 #include "dwell/core/tokenizer.hpp"
 
 namespace {
@@ -53,11 +56,19 @@ void exercise(const dwell::GgufFile& file) {
     dwell_metadata m = dwell::gguf_metadata(file);
     int64_t v = 0;
     (void)m.get_int(m.self, "general.alignment", &v);
+    tolerate([&] {
+        dwell::GgufWriter copy;
+        dwell::copy_gguf_metadata(file, copy, [](std::string_view) { return true; });
+        (void)copy.bytes();
+    });
     if (file.has("tokenizer.ggml.tokens")) {
         tolerate([&] {
             const dwell::Tokenizer tok = dwell::Tokenizer::from_gguf(file);
-            const auto ids = tok.encode("Hello, fuzzer! \xc3\xa9", true);
-            (void)tok.decode(ids);
+            for (bool special : {false, true}) {
+                const auto ids =
+                    tok.encode("Hello, fuzzer! \xc3\xa9 <|im_start|></s>", true, special);
+                (void)tok.decode(ids);
+            }
         });
     }
 }

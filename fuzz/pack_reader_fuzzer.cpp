@@ -3,61 +3,14 @@
 // bytes, its storage record, the metadata keys a model plugin reads and the
 // tokenizer are touched. dwell::Error is the expected outcome for a
 // malformed input; anything else is a finding.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
-#include <string>
-#include <system_error>
 
 #include "dwell/core/error.hpp"
 #include "dwell/core/pack_file.hpp"
+#include "scratch_file.hpp"
 
 namespace {
-
-// The harness's scratch file: created once per fuzzing process, removed at exit.
-struct Scratch {
-    std::filesystem::path path;
-    Scratch() {
-        std::string tmpl =
-            (std::filesystem::temp_directory_path() / "dwell-pack-fuzz-XXXXXX").string();
-        const int fd = ::mkstemp(tmpl.data());
-        if (fd < 0) std::abort();
-        ::close(fd);
-        path = tmpl;
-    }
-    ~Scratch() {
-        std::error_code ec;
-        std::filesystem::remove(path, ec);
-    }
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-};
-
-const std::filesystem::path& scratch_path() {
-    static const Scratch scratch;
-    return scratch.path;
-}
-
-bool write_all(const std::filesystem::path& path, const uint8_t* data, size_t size) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-    if (fd < 0) return false;
-    bool ok = true;
-    while (size > 0) {
-        const ssize_t w = ::write(fd, data, size);
-        if (w <= 0) {
-            ok = false;
-            break;
-        }
-        data += w;
-        size -= static_cast<size_t>(w);
-    }
-    ::close(fd);
-    return ok;
-}
 
 constexpr const char* kKeys[] = {
     "general.architecture",          "general.alignment",
@@ -107,8 +60,9 @@ void exercise(const dwell::PackSource& src) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    const std::filesystem::path& path = scratch_path();
-    if (!write_all(path, data, size)) return 0;
+    static const dwell::fuzz::ScratchFile scratch("pack");
+    if (!scratch.write(data, size)) return 0;
+    const std::filesystem::path& path = scratch.path();
     // Small budgets: a few KiB of zstd can legitimately claim hundreds of
     // MiB, which would only slow the fuzzer down.
     dwell::PackLimits limits;

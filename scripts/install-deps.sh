@@ -3,7 +3,8 @@
 # (opencl-c-headers to build the opencl plugin, PoCL to run it in tests,
 # clang to parse its Adreno kernels; clang, lld and qemu-user to build and
 # run the Hexagon DSP kernels under emulation; a JDK for the JNI binding and
-# its Java test; cpp-httplib for the server; node and npm for the
+# its Java test; cpp-httplib for the server; libssl-dev for hashing
+# pinned plugins; node and npm for the
 # OpenAI-client test).
 # Runs apt-get only when needed (as root, or through sudo).
 set -euo pipefail
@@ -12,7 +13,8 @@ packages=(
   g++ cmake ninja-build pkg-config ccache binutils
   libboost-dev libboost-program-options-dev
   libspdlog-dev libfmt-dev libzstd-dev libxxhash-dev libsentencepiece-dev libtomlplusplus-dev
-  libgtest-dev libgmock-dev nlohmann-json3-dev
+  libpcre2-dev
+  libgtest-dev libgmock-dev nlohmann-json3-dev libssl-dev
   opencl-c-headers pocl-opencl-icd clang lld qemu-user
   openjdk-17-jdk-headless libcpp-httplib-dev
 )

@@ -30,7 +30,8 @@ host_packages=(g++-aarch64-linux-gnu qemu-user)
 # ones; they are unpacked into the build folder below instead.
 arm64_packages=(
   libboost-dev libboost-program-options-dev libspdlog-dev libfmt-dev libzstd-dev
-  libxxhash-dev libtomlplusplus-dev libgtest-dev libgmock-dev libcpp-httplib-dev
+  libxxhash-dev libtomlplusplus-dev libgtest-dev libgmock-dev libcpp-httplib-dev libpcre2-dev
+  libssl-dev
 )
 
 missing=()

@@ -71,10 +71,15 @@ std::vector<int32_t> ChatPrompt::encode_text(const std::string& text) const {
 std::vector<int32_t> ChatPrompt::encode(const std::vector<ChatMessage>& messages,
                                         bool add_generation_prompt) const {
     check_contents(messages);
-    if (tokenizer_.bos() < 0)
-        throw Error(DWELL_ERR_UNSUPPORTED,
-                    "the model's vocabulary has no BOS token; chat prompts need one");
-    std::vector<int32_t> out{tokenizer_.bos()};
+    // Byte-level BPE vocabularies (Qwen2) say in their metadata whether a
+    // BOS starts the text; their templates open with a special token instead.
+    std::vector<int32_t> out;
+    if (tokenizer_.wants_bos()) {
+        if (tokenizer_.bos() < 0)
+            throw Error(DWELL_ERR_UNSUPPORTED,
+                        "the model's vocabulary has no BOS token; chat prompts need one");
+        out.push_back(tokenizer_.bos());
+    }
     const auto ids = encode_text(template_.render(messages, add_generation_prompt));
     out.insert(out.end(), ids.begin(), ids.end());
     return out;

@@ -311,10 +311,15 @@ public:
 
     template <typename Where>
     std::string_view read_string(const Where& where) {
+        return read_string(where, limits_.max_string, "string");
+    }
+    // `max` bounds the length; `what` is the kind of string a message names.
+    template <typename Where>
+    std::string_view read_string(const Where& where, uint64_t max, const char* what) {
         const uint64_t len = read<uint64_t>(where);
-        if (len > limits_.max_string) {
-            f_.fail(describe(where) + ": string length " + std::to_string(len) +
-                    " exceeds the limit of " + std::to_string(limits_.max_string));
+        if (len > max) {
+            f_.fail(describe(where) + ": " + what + " length " + std::to_string(len) +
+                    " exceeds the limit of " + std::to_string(max));
         }
         const uint8_t* p = take(len, where);
         return {reinterpret_cast<const char*>(p), static_cast<size_t>(len)};
@@ -435,7 +440,7 @@ void parse_alignment(State& f) {
 // header's end (and so the data section's start) is known.
 void parse_tensor_info(State& f, Parser& p, uint64_t i, uint64_t n) {
     const std::string info = nth("tensor info", i, n);
-    const std::string_view name = p.read_string(info + " name");
+    const std::string_view name = p.read_string(info + " name", p.limits().max_name, "name");
     const std::string where = info + " ('" + printable(name) + "')";
     // Tensors are looked up by NUL-terminated name across the plugin ABI.
     if (name.find('\0') != std::string_view::npos) f.fail(where + ": name contains a NUL byte");
@@ -634,6 +639,12 @@ std::optional<double> GgufFile::get_float(std::string_view key) const {
             if (!gguf_type_is_integer(kv->type)) return std::nullopt;
             return static_cast<double>(*load_integer(kv->type, kv->value));
     }
+}
+
+std::optional<uint64_t> GgufFile::get_uint64(std::string_view key) const {
+    const Kv* kv = impl_->find(key);
+    if (kv == nullptr || kv->type != GgufType::UINT64) return std::nullopt;
+    return load_le<uint64_t>(kv->value);
 }
 
 std::optional<std::string_view> GgufFile::get_string(std::string_view key) const {

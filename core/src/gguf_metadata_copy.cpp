@@ -36,9 +36,12 @@ size_t copy_gguf_metadata(const GgufFile& from, GgufWriter& to,
             to.add_bool(key, *from.get_int(key) != 0);
         } else if (type == GgufType::FLOAT32 || type == GgufType::FLOAT64) {
             to.add_float32(key, static_cast<float>(*from.get_float(key)));
+        } else if (type == GgufType::UINT64) {
+            // All 64 bits: get_int has no value for those above 2^63 - 1.
+            to.add_uint64(key, *from.get_uint64(key));
         } else if (gguf_type_is_integer(type)) {
             const int64_t v = *from.get_int(key);
-            if (type == GgufType::UINT64 || type == GgufType::INT64) {
+            if (type == GgufType::INT64) {
                 to.add_uint64(key, static_cast<uint64_t>(v));
             } else if (is_unsigned(type)) {
                 to.add_uint32(key, static_cast<uint32_t>(v));

@@ -33,6 +33,7 @@ constexpr int64_t kMaxBudgetMb = int64_t{1} << 30;  // 1 PiB: far above any devi
 constexpr int64_t kMinPageKb = 4;
 constexpr int64_t kMaxPageKb = 1024;
 constexpr int64_t kMaxThreads = 1024;
+constexpr int64_t kMaxStepTimeoutMs = 600000;  // ten minutes: beyond that, no deadline is meant
 
 constexpr std::array kTopLevelSections = {"device", "backend", "memory", "cpu",
                                           "kv",     "thermal", "plugins"};
@@ -160,8 +161,24 @@ private:
     }
 
     std::string string_of(const toml::node& n, const std::string& what) const {
-        if (const auto* s = n.as_string()) return s->get();
+        if (const auto* s = n.as_string()) return one_line(n.source().begin, s->get(), what);
         wrong_type(n, what, "a string");
+    }
+
+    // Manifest strings reappear in other one-line messages (match reports,
+    // plugin and device names, paths), so they may not break lines.
+    std::string one_line(const toml::source_position& at, std::string s,
+                         const std::string& what) const {
+        for (size_t i = 0; i < s.size(); ++i) {
+            const auto c = static_cast<unsigned char>(s[i]);
+            if ((c < 0x20 && c != '\t') || c == 0x7F) {
+                char byte[8];
+                std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(c));
+                fail(at, what + " must be one line of text (byte " + std::to_string(i) + " is " +
+                             byte + ", a control character)");
+            }
+        }
+        return s;
     }
 
     int64_t int_of(const toml::node& n, const std::string& what, int64_t lo, int64_t hi) const {
@@ -267,7 +284,8 @@ private:
     }
 
     ManifestBackend parse_backend(const toml::table& t) const {
-        check_keys(t, "[[backend]]", std::array{"plugin", "device", "options", "ops", "layers"});
+        check_keys(t, "[[backend]]",
+                   std::array{"plugin", "device", "options", "ops", "layers", "step_timeout_ms"});
         ManifestBackend b;
         b.line = static_cast<int32_t>(t.source().begin.line);
         const toml::node* plugin = t.get("plugin");
@@ -277,8 +295,9 @@ private:
         if (const toml::node* d = t.get("device")) b.device = string_of(*d, "[[backend]] device");
         if (const toml::node* o = t.get("options")) {
             for (auto&& [k, v] : table_of(*o, "[[backend]] options")) {
-                b.options.emplace(std::string(k.str()),
-                                  option_string(v, "[[backend]] options." + std::string(k.str())));
+                const std::string key =
+                    one_line(k.source().begin, std::string(k.str()), "[[backend]] option name");
+                b.options.emplace(key, option_string(v, "[[backend]] options." + key));
             }
         }
         if (const toml::node* ops = t.get("ops")) {
@@ -298,6 +317,10 @@ private:
                     int_of(a[i], "[[backend]] layers[" + std::to_string(i) + "]", 0, INT32_MAX)));
             }
         }
+        if (const toml::node* n = t.get("step_timeout_ms")) {
+            b.step_timeout_ms = static_cast<int32_t>(
+                int_of(*n, "[[backend]] step_timeout_ms", 1, kMaxStepTimeoutMs));
+        }
         return b;
     }
 
@@ -306,7 +329,7 @@ private:
     std::string option_string(const toml::node& v, const std::string& what) const {
         switch (v.type()) {
             case toml::node_type::string:
-                return v.as_string()->get();
+                return one_line(v.source().begin, v.as_string()->get(), what);
             case toml::node_type::integer:
                 return std::to_string(v.as_integer()->get());
             case toml::node_type::boolean:
@@ -495,6 +518,15 @@ private:
     std::filesystem::path base_dir_;
 };
 
+// A manifest is a page of settings; anything far larger is not one.
+constexpr size_t kMaxManifestBytes = size_t{1} << 20;
+
+Error too_large(const std::string& file) {
+    return Error(DWELL_ERR_INVALID_ARGUMENT, file + ": the manifest is larger than " +
+                                                 std::to_string(kMaxManifestBytes >> 20) +
+                                                 " MiB; is this the right file?");
+}
+
 std::filesystem::path absolute_or_same(const std::filesystem::path& p) {
     std::error_code ec;
     std::filesystem::path a = std::filesystem::absolute(p, ec);
@@ -514,6 +546,8 @@ Manifest Manifest::load(const std::filesystem::path& path) {
     for (;;) {
         const size_t n = std::fread(buf.data(), 1, buf.size(), f.get());
         text.append(buf.data(), n);
+        // Checked while reading: the path may name an endless device.
+        if (text.size() > kMaxManifestBytes) throw too_large(file);
         if (n < buf.size()) break;
     }
     if (std::ferror(f.get()))
@@ -522,6 +556,8 @@ Manifest Manifest::load(const std::filesystem::path& path) {
 }
 
 Manifest Manifest::parse(std::string_view text, const std::filesystem::path& source) {
+    if (text.size() > kMaxManifestBytes)
+        throw too_large(source.empty() ? std::string("<string>") : source.string());
     // A manifest given as text has no folder of its own: relative search
     // paths then resolve against the source's folder, or the working folder.
     std::error_code ec;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "dwell/core/error.hpp"
@@ -28,6 +29,51 @@ std::string shape_str(int32_t n_dims, const int64_t* ne) {
     std::string s = "[";
     for (int i = 0; i < n_dims; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
     return s + "]";
+}
+
+// A model object made by a plugin, destroyed by that plugin.
+struct PluginModelDeleter {
+    const dwell_model_plugin* api = nullptr;
+    void operator()(dwell_model* m) const {
+        if (m) api->destroy(m);
+    }
+};
+using PluginModel = std::unique_ptr<dwell_model, PluginModelDeleter>;
+
+// Offers the file to each plugin serving its architecture, in the runtime's
+// order; the first to accept serves it. DWELL_ERR_UNSUPPORTED declines (the
+// file is another variant of the architecture, e.g. mixture-of-experts
+// "llama" files for the dense llama plugin); any other failure refuses the
+// file itself and ends the search.
+std::pair<std::shared_ptr<LoadedPlugin>, PluginModel> create_model_object(
+    Runtime& runtime, const dwell_metadata& meta, const std::string& arch, const fs::path& path) {
+    std::string declined;
+    for (auto& plugin : runtime.model_plugins_for(arch, path)) {
+        const dwell_model_plugin* api = plugin->model();
+        char error[512] = {0};
+        dwell_model* raw = nullptr;
+        const dwell_status st =
+            api->create(&meta, runtime.host_services(), &raw, error, sizeof error);
+        error[sizeof error - 1] = '\0';
+        PluginModel handle(st == DWELL_OK ? raw : nullptr, PluginModelDeleter{api});
+        const std::string why = error[0] ? error : dwell_status_name(st);
+        if (st == DWELL_OK && handle) {
+            if (!declined.empty()) spdlog::debug("{}: declined by {}", path.string(), declined);
+            return {plugin, std::move(handle)};
+        }
+        if (st != DWELL_ERR_UNSUPPORTED) {
+            throw Error(st == DWELL_OK ? DWELL_ERR_INTERNAL : st,
+                        path.string() + ": the " + plugin->name() +
+                            " model plugin refused the model: " + why);
+        }
+        declined += (declined.empty() ? "" : "; ") + plugin->name() + ": " + why;
+    }
+    std::string dirs;
+    for (const auto& d : runtime.loader().search_dirs())
+        dirs += (dirs.empty() ? "" : ", ") + d.string();
+    throw Error(DWELL_ERR_UNSUPPORTED,
+                path.string() + ": every model plugin serving architecture '" + arch +
+                    "' declined the model (" + declined + "); plugin folders searched: " + dirs);
 }
 
 }  // namespace
@@ -65,22 +111,14 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
             path.string() + ": metadata key general.architecture is missing or not a string");
     }
     const std::string arch(arch_text, arch_len);
-    auto plugin = runtime.model_plugin_for(arch, path);
+    auto [plugin, handle] = create_model_object(runtime, meta, arch, path);
     std::shared_ptr<Model> model(new Model(std::move(source), plugin));  // private constructor
+    model->handle_ = handle.release();                                   // destroyed by ~Model
     model->runtime_ = runtime.lifetime();
     model->id_ = runtime.next_model_id();
     model->architecture_ = arch;
     const dwell_model_plugin* api = plugin->model();
 
-    char error[512] = {0};
-    const dwell_status st =
-        api->create(&meta, runtime.host_services(), &model->handle_, error, sizeof error);
-    if (st != DWELL_OK || !model->handle_) {
-        throw Error(
-            st == DWELL_OK ? DWELL_ERR_INTERNAL : st,
-            path.string() + ": the " + plugin->name() +
-                " model plugin refused the model: " + (error[0] ? error : dwell_status_name(st)));
-    }
     model->info_.struct_size = sizeof(model->info_);
     if (api->get_info(model->handle_, &model->info_) != DWELL_OK) {
         throw Error(DWELL_ERR_INTERNAL, path.string() +

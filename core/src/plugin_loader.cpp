@@ -1,22 +1,36 @@
 #include "dwell/core/plugin_loader.hpp"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/dll/runtime_symbol_info.hpp>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "dwell/core/error.hpp"
+#include "file_sha256.hpp"
 
 namespace dwell {
 
 namespace fs = std::filesystem;
 
 LoadedPlugin::LoadedPlugin(boost::dll::shared_library library, fs::path path,
-                           const dwell_plugin_info& info)
-    : library_(std::move(library)), path_(std::move(path)), info_(info) {}
+                           const dwell_plugin_info& info, int pinned_fd)
+    : library_(std::move(library)), path_(std::move(path)), info_(info), pinned_fd_(pinned_fd) {}
+
+LoadedPlugin::~LoadedPlugin() {
+    library_.unload();  // while /proc/self/fd/N still names it
+    if (pinned_fd_ >= 0) ::close(pinned_fd_);
+}
 
 std::string LoadedPlugin::abi_version() const {
     return std::to_string(info_.abi_major) + "." + std::to_string(info_.abi_minor);
@@ -68,6 +82,63 @@ std::string missing_functions(const dwell_plugin_info& info) {
     return missing;
 }
 
+// A descriptor closed when it goes out of scope, unless released.
+class OpenFile {
+public:
+    explicit OpenFile(int fd) : fd_(fd) {}
+    ~OpenFile() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    OpenFile(const OpenFile&) = delete;
+    OpenFile& operator=(const OpenFile&) = delete;
+    int get() const { return fd_; }
+    int release() { return std::exchange(fd_, -1); }
+
+private:
+    int fd_;
+};
+
+std::string octal_mode(mode_t mode) {
+    std::array<char, 8> buf{};
+    std::snprintf(buf.data(), buf.size(), "%04o", static_cast<unsigned>(mode & 07777));
+    return buf.data();
+}
+
+std::string group_name(gid_t gid) {
+    struct group entry {};
+    struct group* found = nullptr;
+    std::array<char, 1024> buf{};
+    if (getgrgid_r(gid, &entry, buf.data(), buf.size(), &found) == 0 && found && found->gr_name)
+        return std::string("'") + found->gr_name + "'";
+    return std::to_string(gid);
+}
+
+// "" when no one but its owner (and root) can change `st`; otherwise one
+// line saying who else can, and the chmod that stops it.
+std::string writable_by_others(const struct stat& st, const fs::path& path, const char* what) {
+    const std::string mode = " (mode " + octal_mode(st.st_mode) + ")";
+    if (st.st_mode & S_IWOTH) {
+        return std::string(what) + " " + path.string() + " is world-writable" + mode +
+               ", so any user could replace the plugin: refused; chmod o-w " + path.string();
+    }
+    if ((st.st_mode & S_IWGRP) && st.st_gid != getegid()) {
+        return std::string(what) + " " + path.string() + " is writable by group " +
+               group_name(st.st_gid) + mode +
+               ", so its members could replace the plugin: refused; chmod g-w " + path.string();
+    }
+    return {};
+}
+
+// "cpu" for libdwell-cpu.so: the name pins are keyed by.
+std::string plugin_name_of(const fs::path& file) {
+    const std::string f = file.filename().string();
+    const std::string prefix = "libdwell-", suffix = ".so";
+    if (f.size() > prefix.size() + suffix.size() && f.rfind(prefix, 0) == 0 &&
+        f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return f.substr(prefix.size(), f.size() - prefix.size() - suffix.size());
+    return f;
+}
+
 }  // namespace
 
 std::string PluginLoader::file_name_for(std::string_view plugin_name) {
@@ -75,8 +146,9 @@ std::string PluginLoader::file_name_for(std::string_view plugin_name) {
 }
 
 PluginLoader::PluginLoader(const std::vector<fs::path>& manifest_dirs,
-                           const dwell_host_services* host)
-    : host_(host) {
+                           const dwell_host_services* host,
+                           std::map<std::string, std::string> sha256_pins)
+    : host_(host), pins_(std::move(sha256_pins)) {
     std::set<fs::path> seen;
     auto add = [&](const fs::path& p) {
         if (p.empty()) return;
@@ -98,15 +170,68 @@ PluginLoader::PluginLoader(const std::vector<fs::path>& manifest_dirs,
     if (!ec) add(lib.parent_path() / "dwell");
 }
 
+void PluginLoader::check_in_search_dirs(const fs::path& path, const fs::path& canonical) const {
+    std::string dirs;
+    for (const auto& d : dirs_) {
+        std::error_code ec;
+        const fs::path real = fs::weakly_canonical(d, ec);
+        if (!ec && real == canonical.parent_path()) return;
+        dirs += (dirs.empty() ? "" : ", ") + d.string();
+    }
+    std::error_code ec;
+    const bool link = fs::absolute(path, ec).lexically_normal() != canonical;
+    throw Error(DWELL_ERR_UNAVAILABLE,
+                "plugin " + path.string() + (link ? " (really " + canonical.string() + ")" : "") +
+                    " is not in a plugin folder (" + (dirs.empty() ? "none" : dirs) +
+                    "): refused; move it into one, or add its folder to [plugins] search_paths "
+                    "or DWELL_PLUGIN_PATH");
+}
+
 std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& path) {
     std::error_code ec;
-    fs::path canonical = fs::weakly_canonical(path, ec);
-    if (ec) canonical = path;
+    const fs::path canonical = fs::canonical(path, ec);
+    if (ec) {
+        throw Error(DWELL_ERR_UNAVAILABLE,
+                    "plugin " + path.string() + " failed to load: " + ec.message());
+    }
     if (auto it = loaded_.find(canonical); it != loaded_.end()) return it->second;
+    check_in_search_dirs(path, canonical);
+
+    // Every check below is on the file as opened, which is what gets loaded.
+    OpenFile file(::open(canonical.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat file_stat {};
+    if (file.get() < 0 || ::fstat(file.get(), &file_stat) != 0) {
+        throw Error(DWELL_ERR_UNAVAILABLE,
+                    "plugin " + path.string() + " failed to load: " + std::strerror(errno));
+    }
+    if (!S_ISREG(file_stat.st_mode)) {
+        throw Error(DWELL_ERR_UNAVAILABLE,
+                    "plugin " + path.string() + " is not a regular file: refused");
+    }
+    std::string untrusted = writable_by_others(file_stat, canonical, "plugin");
+    struct stat dir {};
+    if (untrusted.empty() && ::stat(canonical.parent_path().c_str(), &dir) == 0)
+        untrusted = writable_by_others(dir, canonical.parent_path(), "plugin folder");
+    if (!untrusted.empty()) throw Error(DWELL_ERR_UNAVAILABLE, untrusted);
+
+    fs::path load_from = canonical;
+    const std::string name = plugin_name_of(path);
+    const auto pin = pins_.find(name);
+    if (pin != pins_.end()) {
+        const std::string actual = file_sha256(file.get(), canonical);
+        if (actual != pin->second) {
+            throw Error(DWELL_ERR_CORRUPT,
+                        "plugin '" + name + "' (" + canonical.string() +
+                            ") does not match its [plugins] sha256 pin: expected " + pin->second +
+                            ", the file's is " + actual +
+                            "; reinstall the plugin or update the pin");
+        }
+        load_from = "/proc/self/fd/" + std::to_string(file.get());
+    }
 
     boost::dll::shared_library lib;
     try {
-        lib.load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+        lib.load(load_from, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     } catch (const std::exception& e) {
         // Boost.DLL's message carries dlerror()'s text (missing symbol, bad ELF, ...).
         throw Error(DWELL_ERR_UNAVAILABLE,
@@ -151,7 +276,8 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& path) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT, "plugin " + path.string() + " lacks required ABI " +
                                                     host_abi + " functions: " + missing);
     }
-    auto plugin = std::make_shared<LoadedPlugin>(std::move(lib), canonical, info);
+    auto plugin = std::make_shared<LoadedPlugin>(std::move(lib), canonical, info,
+                                                 pin != pins_.end() ? file.release() : -1);
     loaded_.emplace(canonical, plugin);
     return plugin;
 }

@@ -68,9 +68,12 @@ Backend::Backend(std::shared_ptr<LoadedPlugin> plugin, uint32_t device,
       device_(device),
       info_(info),
       ctx_(ctx),
-      entry_(std::move(entry)) {}
+      entry_(std::move(entry)) {
+    if (entry_.step_timeout_ms > 0) step_worker_ = std::make_unique<StepWorker>(*this);
+}
 
 Backend::~Backend() {
+    step_worker_.reset();  // waits for a late call: it may still use the context
     if (ctx_) api().context_destroy(ctx_);
 }
 
@@ -136,8 +139,8 @@ Runtime::Runtime(const RuntimeOptions& options) : strict_(options.strict) {
     services_.page_free = host_page_free;
     services_.weights_copied = host_weights_copied;
 
-    warn_unimplemented();
-    loader_ = std::make_unique<PluginLoader>(manifest_.plugins.search_paths, &services_);
+    loader_ = std::make_unique<PluginLoader>(manifest_.plugins.search_paths, &services_,
+                                             manifest_.plugins.sha256);
     select_backends(options);
     start_thermal(options);
 }
@@ -169,26 +172,16 @@ void Runtime::pace(double step_seconds) const {
     if (thermal_) thermal_->pace(step_seconds);
 }
 
-void Runtime::warn_unimplemented() const {
-    const std::string where = manifest_.source.string();
-    if (!manifest_.plugins.sha256.empty()) {
-        // A pin the user asked for must never be silently skipped.
-        throw Error(DWELL_ERR_UNSUPPORTED,
-                    where +
-                        ": [plugins] sha256 pins are not verified by this dwell version; "
-                        "remove them or use a version that enforces them");
-    }
-}
-
 void Runtime::release_weights(const void* data, size_t bytes) const {
     for (const auto& b : backends_) {
         const dwell_backend_plugin& api = b->api();
-        if (!DWELL_HAS_FIELD(&api, dwell_backend_plugin, release_weights) ||
-            api.release_weights == nullptr) {
-            continue;
-        }
+        // Taken even when there is nothing to tell: a call abandoned past its
+        // deadline holds it and may still read these weights.
         std::lock_guard lock(b->mutex());
-        api.release_weights(b->context(), data, bytes);
+        if (DWELL_HAS_FIELD(&api, dwell_backend_plugin, release_weights) &&
+            api.release_weights != nullptr) {
+            api.release_weights(b->context(), data, bytes);
+        }
     }
 }
 
@@ -322,19 +315,24 @@ void Runtime::select_backends(const RuntimeOptions& options) {
     }
 }
 
-std::shared_ptr<LoadedPlugin> Runtime::model_plugin_for(const std::string& architecture,
-                                                        const fs::path& model_path) {
+std::vector<std::shared_ptr<LoadedPlugin>> Runtime::model_plugins_for(
+    const std::string& architecture, const fs::path& model_path) {
     auto found = loader_->discover_all();
+    std::vector<std::shared_ptr<LoadedPlugin>> serving;
     std::string served;
     for (const auto& p : found.plugins) {
         const dwell_model_plugin* m = p->model();
         if (!m) continue;
         for (size_t i = 0; i < m->n_architectures; ++i) {
-            if (m->architectures[i] && architecture == m->architectures[i]) return p;
-            served += (served.empty() ? "" : ", ") +
-                      std::string(m->architectures[i] ? m->architectures[i] : "?");
+            const char* a = m->architectures[i];
+            if (a && architecture == a) {
+                serving.push_back(p);
+                break;
+            }
+            served += (served.empty() ? "" : ", ") + std::string(a ? a : "?");
         }
     }
+    if (!serving.empty()) return serving;
     for (const auto& f : found.failures) spdlog::warn("{}", f.reason);
     std::string dirs;
     for (const auto& d : loader_->search_dirs()) dirs += (dirs.empty() ? "" : ", ") + d.string();

@@ -3,10 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "dwell/core/error.hpp"
+#include "dwell/core/isolated_step.hpp"
 #include "dwell/core/runtime.hpp"
 #include "dwell/core/weight_streamer.hpp"
 
@@ -18,6 +22,13 @@ std::string node_str(const dwell_node& n, int32_t index) {
     std::string s = "node " + std::to_string(index) + " (" + dwell_op_name(n.op);
     if (n.layer >= 0) s += ", layer " + std::to_string(n.layer);
     return s + ")";
+}
+
+std::string shape_str(const dwell_tensor& t) {
+    std::string s = "[";
+    for (int d = 0; d < std::max(1, t.n_dims); ++d)
+        s.append(d ? ", " : "").append(std::to_string(t.ne[d]));
+    return s + "] " + dwell_dtype_name(t.dtype);
 }
 
 std::string layer_range(const std::set<int32_t>& layers) {
@@ -51,6 +62,17 @@ bool Scheduler::allowed(const Backend& backend, const dwell_node& node) const {
     return true;
 }
 
+namespace {
+
+bool reads_volatile_weight(const dwell_graph& g, const dwell_node& node) {
+    for (int32_t k = 0; k < node.n_inputs; ++k) {
+        if (dwell_graph_tensor_flags(&g, node.inputs[k]) & DWELL_TENSOR_VOLATILE) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
 Placement Scheduler::place(Graph& graph) const {
     const dwell_graph& cg = graph.c_graph();
     Placement p;
@@ -66,8 +88,16 @@ Placement Scheduler::place(Graph& graph) const {
             const Backend& be = *backends_[b];
             if (!allowed(be, node)) continue;
             if (!be.healthy()) {
-                declined += (declined.empty() ? "" : ", ") + be.label() + ": unhealthy after " +
-                            std::to_string(Backend::kMaxConsecutiveFailures) + " failed steps";
+                declined += (declined.empty() ? "" : ", ") + be.label() + ": " +
+                            be.health().unhealthy_reason();
+                continue;
+            }
+            if (reads_volatile_weight(cg, node) && be.plugin().info().abi_minor < 2) {
+                // Before ABI 1.2 a backend cannot tell a streamed weight, whose
+                // memory changes between steps, from one it may cache.
+                declined += (declined.empty() ? "" : ", ") + be.label() +
+                            ": built against dwell ABI " + be.plugin().abi_version() +
+                            ", which predates streamed weights (rebuild it against 1.2 or later)";
                 continue;
             }
             if (be.thermally_paused()) {
@@ -124,25 +154,13 @@ Placement Scheduler::place(Graph& graph) const {
 
 void Scheduler::run(Graph& graph, const Placement& placement, WeightStreamer* weights) const {
     const dwell_graph& cg = graph.c_graph();
-    std::vector<int32_t> ids;
     for (const auto& split : placement.splits) {
         const Backend& be = *backends_[split.backend];
         const auto compute = [&](int32_t first, int32_t end) {
-            ids.clear();
+            std::vector<int32_t> ids;
             for (int32_t n = first; n < end; ++n) ids.push_back(n);
-            std::string why;
-            {
-                std::unique_lock lock(be.mutex());
-                const dwell_status st =
-                    be.api().graph_compute(be.context(), &cg, ids.data(), ids.size());
-                if (st == DWELL_OK) {
-                    be.note_success();
-                    return;
-                }
-                why = std::string(dwell_status_name(st)) + ": " + be.last_error();
-            }
-            be.note_failure();
-            run_elsewhere(cg, graph, be, first, end, why);
+            if (const std::string failure = try_run(be, graph, cg, ids); !failure.empty())
+                run_elsewhere(cg, graph, {&be}, first, end, failure);
         };
         if (weights != nullptr) {
             weights->run(graph, cg, split.first_node, split.end_node, compute);
@@ -152,18 +170,97 @@ void Scheduler::run(Graph& graph, const Placement& placement, WeightStreamer* we
     }
 }
 
-void Scheduler::run_elsewhere(const dwell_graph& cg, const Graph& graph, const Backend& failed,
-                              int32_t first, int32_t end, const std::string& why) const {
-    const std::string what = failed.label() + " failed on nodes " + std::to_string(first) + "-" +
-                             std::to_string(end - 1) + " (" + why + ")";
-    spdlog::warn(
-        "{}: running them on the next backend{}", what,
-        failed.healthy() ? "" : "; " + failed.label() + " is now unhealthy and gets no more nodes");
+std::string Scheduler::try_run(const Backend& be, const Graph& graph, const dwell_graph& cg,
+                               std::span<const int32_t> ids) const {
+    const std::string nodes =
+        "nodes " + std::to_string(ids.front()) + "-" + std::to_string(ids.back());
+    if (!be.healthy()) {
+        std::string line =
+            be.label() + " skipped " + nodes + " (" + be.health().unhealthy_reason() + ")";
+        spdlog::debug("{}: running them on the next backend", line);
+        return line;
+    }
+    const auto fail = [&](BackendFault fault, const std::string& why) {
+        std::string line = be.label() + " failed on " + nodes + " (" + why + ")";
+        if (be.health().step_failed(fault, line)) {
+            spdlog::warn(
+                "{}: running them on the next backend; {} is now {} and gets no more nodes", line,
+                be.label(), be.health().unhealthy_reason());
+        } else {
+            spdlog::warn("{}: running them on the next backend", line);
+        }
+        return line;
+    };
+    if (StepWorker* worker = be.step_worker()) {
+        const auto step = std::make_shared<IsolatedStep>(graph, cg, ids);
+        const int32_t timeout = be.entry().step_timeout_ms;
+        const StepWorker::Result r = worker->run(step, std::chrono::milliseconds(timeout));
+        switch (r.outcome) {
+            case StepWorker::Outcome::TimedOut:
+                return fail(BackendFault::Timeout, "no result within its step_timeout_ms of " +
+                                                       std::to_string(timeout) +
+                                                       " ms; the step was abandoned");
+            case StepWorker::Outcome::Busy: {
+                std::string line = be.label() + " skipped " + nodes +
+                                   " (still running a step abandoned past its deadline)";
+                spdlog::debug("{}: running them on the next backend", line);
+                return line;
+            }
+            case StepWorker::Outcome::Done:
+                break;
+        }
+        if (r.status != DWELL_OK)
+            return fail(BackendFault::ErrorStatus,
+                        std::string(dwell_status_name(r.status)) + ": " + r.error);
+        if (const std::string bad = step->verify(); !bad.empty())
+            return fail(BackendFault::WrongSize, "wrong-size result: " + bad);
+        step->copy_back(cg);
+        be.health().step_succeeded();
+        return {};
+    }
+    // The descriptors the nodes use, to see that the backend kept them.
+    std::vector<std::pair<int32_t, dwell_tensor>> given;
+    for (const int32_t id : ids) {
+        const dwell_node& n = graph.nodes[static_cast<size_t>(id)];
+        given.emplace_back(n.output, *dwell_graph_tensor(&cg, n.output));
+        for (int32_t k = 0; k < n.n_inputs; ++k)
+            given.emplace_back(n.inputs[k], *dwell_graph_tensor(&cg, n.inputs[k]));
+    }
+    dwell_status status = DWELL_OK;
+    std::string error;
+    {
+        std::lock_guard lock(be.mutex());
+        status = be.api().graph_compute(be.context(), &cg, ids.data(), ids.size());
+        if (status != DWELL_OK) error = be.last_error();
+    }
+    std::string changed;
+    // Restored whatever the verdict: the nodes that follow read them.
+    for (const auto& [t, was] : given) {
+        dwell_tensor& now = *dwell_graph_tensor(&cg, t);
+        if (std::memcmp(&now, &was, sizeof was) == 0) continue;
+        if (changed.empty())
+            changed = "tensor " + std::to_string(t) + " came back as " + shape_str(now) +
+                      ", the graph's is " + shape_str(was);
+        now = was;
+    }
+    if (status != DWELL_OK)
+        return fail(BackendFault::ErrorStatus,
+                    std::string(dwell_status_name(status)) + ": " + error);
+    if (!changed.empty()) return fail(BackendFault::WrongSize, "wrong-size result: " + changed);
+    be.health().step_succeeded();
+    return {};
+}
+
+void Scheduler::run_elsewhere(const dwell_graph& cg, const Graph& graph,
+                              std::vector<const Backend*> excluded, int32_t first, int32_t end,
+                              const std::string& why) const {
     std::vector<int32_t> ids;
     for (int32_t n = first; n < end;) {
         const Backend* target = nullptr;
         for (const Backend* b : backends_) {
-            if (b == &failed || !allowed(*b, graph.nodes[static_cast<size_t>(n)])) continue;
+            if (std::find(excluded.begin(), excluded.end(), b) != excluded.end() || !b->healthy() ||
+                !allowed(*b, graph.nodes[static_cast<size_t>(n)]))
+                continue;
             std::lock_guard lock(b->mutex());
             if (b->api().supports_op(b->context(), &cg, n)) {
                 target = b;
@@ -172,7 +269,7 @@ void Scheduler::run_elsewhere(const dwell_graph& cg, const Graph& graph, const B
         }
         if (target == nullptr) {
             throw Error(DWELL_ERR_UNAVAILABLE,
-                        what + ", and " + node_str(graph.nodes[static_cast<size_t>(n)], n) +
+                        why + ", and " + node_str(graph.nodes[static_cast<size_t>(n)], n) +
                             " can run on no other backend");
         }
         ids.assign(1, n);
@@ -184,12 +281,9 @@ void Scheduler::run_elsewhere(const dwell_graph& cg, const Graph& graph, const B
             if (!target->api().supports_op(target->context(), &cg, next)) break;
             ids.push_back(next);
         }
-        std::lock_guard lock(target->mutex());
-        const dwell_status st =
-            target->api().graph_compute(target->context(), &cg, ids.data(), ids.size());
-        if (st != DWELL_OK) {
-            throw Error(st, what + ", and " + target->label() +
-                                " failed on them too: " + target->last_error());
+        if (const std::string failure = try_run(*target, graph, cg, ids); !failure.empty()) {
+            excluded.push_back(target);
+            run_elsewhere(cg, graph, excluded, ids.front(), ids.back() + 1, why + "; " + failure);
         }
         n = ids.back() + 1;
     }

@@ -1,12 +1,9 @@
 #include "dwell/core/session.hpp"
 
 #include <spdlog/spdlog.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <fstream>
 
 #include "dwell/core/activation_plan.hpp"
 #include "dwell/core/error.hpp"
@@ -14,6 +11,7 @@
 #include "dwell/core/graph_builder.hpp"
 #include "dwell/core/model.hpp"
 #include "dwell/core/runtime.hpp"
+#include "dwell/core/session_file.hpp"
 #include "dwell/core/system_memory.hpp"
 
 namespace dwell {
@@ -46,22 +44,6 @@ std::vector<Backend*> backends_preferring(const Runtime& rt, const std::string& 
 // Without --ctx a session gets the model's training context, capped: a
 // 128K-context model would otherwise reserve tens of GiB of KV cache.
 constexpr int64_t kDefaultMaxContext = 4096;
-
-int32_t context_size(const Model& model, int32_t requested) {
-    if (requested < 0) {
-        throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                    "--ctx " + std::to_string(requested) +
-                        " is not a context size (use a positive number)");
-    }
-    const int64_t train = model.info().n_ctx_train > 0 ? model.info().n_ctx_train : 2048;
-    if (requested > 0) return requested;
-    const int64_t n = std::min(train, kDefaultMaxContext);
-    if (n < train) {
-        spdlog::info("context: {} tokens (the model was trained for {}; raise with --ctx)", n,
-                     train);
-    }
-    return static_cast<int32_t>(n);
-}
 
 // Refuses a KV cache that cannot fit before any page is touched, so an
 // absurd context fails with a message instead of an OOM kill later.
@@ -108,11 +90,35 @@ KvCache make_kv_cache(Runtime& runtime, const Model& model, int32_t n_ctx,
 
 }  // namespace
 
+int32_t session_context_size(const dwell_model_info& info, int32_t requested) {
+    if (requested < 0 || requested > kSessionMaxContext) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "--ctx " + std::to_string(requested) + " is not a context size (use 1.." +
+                        std::to_string(kSessionMaxContext) + ", or 0 for the model's)");
+    }
+    const int64_t train = info.n_ctx_train > 0 ? info.n_ctx_train : 2048;
+    if (requested > 0) {
+        if (requested > train) {
+            spdlog::warn(
+                "context: {} tokens, more than the {} the model was trained for; "
+                "text past {} tokens may degrade",
+                requested, train, train);
+        }
+        return requested;
+    }
+    const int64_t n = std::min(train, kDefaultMaxContext);
+    if (n < train) {
+        spdlog::info("context: {} tokens (the model was trained for {}; raise with --ctx)", n,
+                     train);
+    }
+    return static_cast<int32_t>(n);
+}
+
 Session::Session(Runtime& runtime, std::shared_ptr<const Model> model,
                  const SessionOptions& options)
     : runtime_(runtime),
       model_(std::move(model)),
-      n_ctx_(context_size(*model_, options.n_ctx)),
+      n_ctx_(session_context_size(model_->info(), options.n_ctx)),
       n_batch_(std::max(1, options.n_batch)),
       on_full_(options.on_full),
       n_keep_(std::clamp(options.n_keep, 0, n_ctx_)),
@@ -369,190 +375,65 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
-// ---------------------------------------------------------------------------
-// Save and restore. Little-endian file:
-//   "DWELLSES" u32 version, u32 dtype, u32 n_layer, u64 kv_width, u64 n_vocab,
-//   u64 weight bytes, u32 n_ctx, u32 n_past, u32 n_logits,
-//   i32 tokens[n_past], f32 logits[n_logits],
-//   per layer: K rows [0, n_past) then V rows, u64 XXH3-64 of all before it.
-
+// The file format and its checks: session_file.hpp.
 namespace {
 
-constexpr char kSessionMagic[8] = {'D', 'W', 'E', 'L', 'L', 'S', 'E', 'S'};
-constexpr uint32_t kSessionVersion = 1;
-
-struct SessionHeader {
-    char magic[8];
-    uint32_t version;
-    uint32_t dtype;
-    uint32_t n_layer;
-    uint32_t n_ctx;
-    uint64_t kv_width;
-    uint64_t n_vocab;
-    uint64_t weight_bytes;
-    uint32_t n_past;
-    uint32_t n_logits;
-};
-
-class HashedWriter {
-public:
-    explicit HashedWriter(const std::filesystem::path& path)
-        : path_(path), out_(path, std::ios::binary | std::ios::trunc), state_(XXH3_createState()) {
-        if (!out_) fail();
-        XXH3_64bits_reset(state_);
-    }
-    ~HashedWriter() { XXH3_freeState(state_); }
-    HashedWriter(const HashedWriter&) = delete;
-    HashedWriter& operator=(const HashedWriter&) = delete;
-    void write(const void* p, size_t n) {
-        XXH3_64bits_update(state_, p, n);
-        out_.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
-        if (!out_) fail();
-    }
-    void finish() {
-        const uint64_t h = XXH3_64bits_digest(state_);
-        out_.write(reinterpret_cast<const char*>(&h), sizeof h);
-        out_.close();
-        if (!out_) fail();
-    }
-
-private:
-    [[noreturn]] void fail() const {
-        throw Error(DWELL_ERR_IO, path_.string() + ": cannot write the session: " +
-                                      std::strerror(errno) + " (check the folder and free space)");
-    }
-    std::filesystem::path path_;
-    std::ofstream out_;
-    XXH3_state_t* state_;
-};
-
-class HashedReader {
-public:
-    explicit HashedReader(const std::filesystem::path& path)
-        : path_(path), in_(path, std::ios::binary), state_(XXH3_createState()) {
-        if (!in_) {
-            throw Error(DWELL_ERR_IO,
-                        path.string() + ": cannot open the session file: " + std::strerror(errno));
-        }
-        XXH3_64bits_reset(state_);
-    }
-    ~HashedReader() { XXH3_freeState(state_); }
-    HashedReader(const HashedReader&) = delete;
-    HashedReader& operator=(const HashedReader&) = delete;
-    void read(void* p, size_t n) {
-        in_.read(static_cast<char*>(p), static_cast<std::streamsize>(n));
-        if (static_cast<size_t>(in_.gcount()) != n) corrupt("the file is truncated");
-        XXH3_64bits_update(state_, p, n);
-    }
-    void finish() {
-        const uint64_t want = XXH3_64bits_digest(state_);
-        uint64_t got = 0;
-        in_.read(reinterpret_cast<char*>(&got), sizeof got);
-        if (in_.gcount() != sizeof got) corrupt("the file is truncated");
-        if (got != want) corrupt("the checksum does not match (the file is damaged)");
-        if (in_.peek() != std::char_traits<char>::eof()) corrupt("bytes follow the checksum");
-    }
-    [[noreturn]] void corrupt(const std::string& why) const {
-        throw Error(DWELL_ERR_CORRUPT, path_.string() + ": not a usable dwell session: " + why);
-    }
-
-private:
-    std::filesystem::path path_;
-    std::ifstream in_;
-    XXH3_state_t* state_;
-};
+SessionFileModel file_model_of(const Model& model) {
+    const auto& info = model.info();
+    return {info.n_layer, info.kv_width, info.n_vocab, model.weight_bytes(), model.path().string()};
+}
 
 }  // namespace
 
 void Session::save(const std::filesystem::path& path) const {
-    const auto& info = model_->info();
     const std::span<const float> logits = last_logits();
-    SessionHeader h{};
-    std::memcpy(h.magic, kSessionMagic, sizeof h.magic);
-    h.version = kSessionVersion;
-    h.dtype = static_cast<uint32_t>(kv_.dtype());
-    h.n_layer = static_cast<uint32_t>(info.n_layer);
-    h.n_ctx = static_cast<uint32_t>(n_ctx_);
-    h.kv_width = static_cast<uint64_t>(info.kv_width);
-    h.n_vocab = static_cast<uint64_t>(info.n_vocab);
-    h.weight_bytes = model_->weight_bytes();
-    h.n_past = static_cast<uint32_t>(n_past_);
-    h.n_logits = static_cast<uint32_t>(logits.size());
-    // Written beside the target and renamed, so a failed save never leaves
-    // a half-written session under the real name.
-    std::filesystem::path tmp = path;
-    tmp += ".partial";
-    try {
-        HashedWriter out(tmp);
-        out.write(&h, sizeof h);
-        out.write(tokens_.data(), tokens_.size() * sizeof(int32_t));
-        out.write(logits.data(), logits.size() * sizeof(float));
-        for (int32_t l = 0; l < info.n_layer; ++l) {
-            for (int32_t which = 0; which < 2; ++which) {
-                for (int32_t pos = 0; pos < n_past_; ++pos) {
-                    out.write(kv_.row(l, which, pos), kv_.row_bytes());
-                }
+    SessionFileHeader h;
+    h.kv_dtype = kv_.dtype();
+    h.n_ctx = n_ctx_;
+    h.n_past = n_past_;
+    h.n_logits = static_cast<int32_t>(logits.size());
+    SessionFileWriter out(path, file_model_of(*model_), h);
+    out.write(tokens_.data(), tokens_.size() * sizeof(int32_t));
+    out.write(logits.data(), logits.size() * sizeof(float));
+    for (int32_t l = 0; l < model_->info().n_layer; ++l) {
+        for (int32_t which = 0; which < 2; ++which) {
+            for (int32_t pos = 0; pos < n_past_; ++pos) {
+                out.write(kv_.row(l, which, pos), kv_.row_bytes());
             }
         }
-        out.finish();
-        std::filesystem::rename(tmp, path);
-    } catch (...) {
-        std::error_code ec;
-        std::filesystem::remove(tmp, ec);
-        throw;
     }
+    out.finish();
 }
 
 std::unique_ptr<Session> Session::restore(Runtime& runtime, std::shared_ptr<const Model> model,
                                           const std::filesystem::path& path,
                                           const SessionOptions& options) {
-    HashedReader in(path);
-    SessionHeader h{};
-    in.read(&h, sizeof h);
-    if (std::memcmp(h.magic, kSessionMagic, sizeof h.magic) != 0) in.corrupt("bad magic");
-    if (h.version != kSessionVersion) {
-        in.corrupt("version " + std::to_string(h.version) + ", this dwell reads " +
-                   std::to_string(kSessionVersion));
-    }
-    const auto& info = model->info();
-    if (h.n_layer != static_cast<uint32_t>(info.n_layer) ||
-        h.kv_width != static_cast<uint64_t>(info.kv_width) ||
-        h.n_vocab != static_cast<uint64_t>(info.n_vocab) ||
-        h.weight_bytes != model->weight_bytes()) {
-        throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                    path.string() + ": the session was saved with another model than " +
-                        model->path().string());
-    }
-    if (h.n_past > h.n_ctx || (h.n_logits != 0 && h.n_logits != h.n_vocab)) {
-        in.corrupt("inconsistent sizes");
-    }
+    const int32_t n_layer = model->info().n_layer;
+    SessionFileReader in(path, file_model_of(*model));
+    const SessionFileHeader& h = in.header();
     SessionOptions so = options;
-    if (so.n_ctx != 0 && so.n_ctx != static_cast<int32_t>(h.n_ctx)) {
-        throw Error(DWELL_ERR_INVALID_ARGUMENT, path.string() + ": the session has a context of " +
-                                                    std::to_string(h.n_ctx) + " tokens, not " +
-                                                    std::to_string(so.n_ctx));
+    if (so.n_ctx != 0 && so.n_ctx != h.n_ctx) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    path.string() + ": the session has a context of " + std::to_string(h.n_ctx) +
+                        " tokens, not " + std::to_string(so.n_ctx) + " (drop --ctx to restore it)");
     }
-    so.n_ctx = static_cast<int32_t>(h.n_ctx);
-    so.kv_dtype = static_cast<dwell_dtype>(h.dtype);
+    so.n_ctx = h.n_ctx;
+    so.kv_dtype = h.kv_dtype;
+    // The header and the file's size were checked before this allocates.
     auto session = std::make_unique<Session>(runtime, std::move(model), so);
-    session->tokens_.resize(h.n_past);
-    in.read(session->tokens_.data(), h.n_past * sizeof(int32_t));
-    for (int32_t t : session->tokens_) {
-        if (t < 0 || t >= info.n_vocab) in.corrupt("token id " + std::to_string(t));
-    }
-    session->logits_.resize(h.n_logits);
-    in.read(session->logits_.data(), h.n_logits * sizeof(float));
+    session->tokens_ = in.read_tokens();
+    session->logits_ = in.read_logits();
     KvCache& kv = session->kv_;
     kv.prepare_write(0, h.n_past);
-    for (int32_t l = 0; l < info.n_layer; ++l) {
+    for (int32_t l = 0; l < n_layer; ++l) {
         for (int32_t which = 0; which < 2; ++which) {
-            for (uint32_t pos = 0; pos < h.n_past; ++pos) {
-                in.read(kv.row(l, which, pos), kv.row_bytes());
+            for (int32_t pos = 0; pos < h.n_past; ++pos) {
+                in.read_row(std::span<uint8_t>(kv.row(l, which, pos), kv.row_bytes()));
             }
         }
     }
     in.finish();
-    session->n_past_ = static_cast<int32_t>(h.n_past);
+    session->n_past_ = h.n_past;
     return session;
 }
 

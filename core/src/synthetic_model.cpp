@@ -9,6 +9,7 @@
 
 #include "dwell/core/error.hpp"
 #include "dwell/core/gguf_writer.hpp"
+#include "dwell/core/synthetic_bpe_vocab.hpp"
 #include "dwell/quant.h"
 
 namespace dwell {
@@ -139,90 +140,183 @@ void check(bool ok, const std::string& what) {
     if (!ok) throw Error(DWELL_ERR_INVALID_ARGUMENT, "synth: " + what);
 }
 
-}  // namespace
-
-void write_synthetic_llama(const SyntheticLlamaSpec& s, const std::filesystem::path& out) {
+void check_spec(const SyntheticModelSpec& s) {
     check(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 &&
-              s.n_ctx > 0,
+              s.n_ctx > 0 && s.head_dim >= 0,
           "every dimension must be positive");
-    check(s.n_embd % s.n_head == 0, "--n-embd (" + std::to_string(s.n_embd) +
-                                        ") must be a multiple of --n-head (" +
-                                        std::to_string(s.n_head) + ")");
+    check(s.head_dim > 0 || s.n_embd % s.n_head == 0, "--n-embd (" + std::to_string(s.n_embd) +
+                                                          ") must be a multiple of --n-head (" +
+                                                          std::to_string(s.n_head) + ")");
     check(s.n_head % s.n_head_kv == 0, "--n-head must be a multiple of --n-head-kv");
-    check((s.n_embd / s.n_head) % 2 == 0, "the head dimension n_embd / n_head must be even");
+    const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+    check(head_dim % 2 == 0, "the head dimension must be even");
+    check(s.family != SyntheticFamily::qwen2 || head_dim * s.n_head == s.n_embd,
+          "qwen2's heads must split n_embd exactly (head_dim * n_head == n_embd)");
+    if (s.family == SyntheticFamily::mixtral) {
+        check(s.n_expert >= 2 && s.n_expert <= 256, "mixtral needs 2..256 experts");
+        check(s.n_expert_used >= 1 && s.n_expert_used <= s.n_expert,
+              "mixtral needs 1..n_expert experts used per token");
+    } else {
+        check(s.n_expert == 0 && s.n_expert_used == 0,
+              std::string("experts are for mixtral, not ") + synthetic_family_name(s.family));
+    }
     const int64_t block = dwell_dtype_block_elems(s.dtype);
     check(s.dtype == DWELL_F32 || s.dtype == DWELL_F16 || s.dtype == DWELL_Q8_0 ||
               s.dtype == DWELL_Q4_0,
           std::string("--type ") + dwell_dtype_name(s.dtype) +
               " is not one synth writes (f32, f16, q8_0, q4_0)");
-    check(s.n_embd % block == 0 && s.n_ff % block == 0,
-          std::string("--n-embd and --n-ff must be multiples of ") + std::to_string(block) +
-              " for " + dwell_dtype_name(s.dtype));
+    check(s.n_embd % block == 0 && s.n_ff % block == 0 && (head_dim * s.n_head) % block == 0,
+          std::string("--n-embd, --n-ff and the attention width must be multiples of ") +
+              std::to_string(block) + " for " + dwell_dtype_name(s.dtype));
+}
 
-    const Vocab vocab = s.vocab_model ? vocab_from_model(*s.vocab_model)
-                                      : generated_vocab(std::max<int64_t>(s.n_vocab, 512));
-    const int64_t n_vocab = static_cast<int64_t>(vocab.tokens.size());
-    const int64_t head_dim = s.n_embd / s.n_head;
+}  // namespace
+
+const char* synthetic_family_name(SyntheticFamily f) {
+    switch (f) {
+        case SyntheticFamily::llama:
+            return "llama";
+        case SyntheticFamily::qwen2:
+            return "qwen2";
+        case SyntheticFamily::gemma:
+            return "gemma";
+        case SyntheticFamily::mixtral:
+            return "mixtral";
+    }
+    return "?";
+}
+
+SyntheticFamily parse_synthetic_family(std::string_view name) {
+    for (auto f : {SyntheticFamily::llama, SyntheticFamily::qwen2, SyntheticFamily::gemma,
+                   SyntheticFamily::mixtral}) {
+        if (name == synthetic_family_name(f)) return f;
+    }
+    throw Error(DWELL_ERR_INVALID_ARGUMENT, "synth: unknown model family '" + std::string(name) +
+                                                "' (known: llama, qwen2, gemma, mixtral)");
+}
+
+void write_synthetic_model(const SyntheticModelSpec& s, const std::filesystem::path& out) {
+    check_spec(s);
+    const SyntheticFamily family = s.family;
+    // Mixtral files say "llama": the experts are what set them apart.
+    const std::string arch =
+        family == SyntheticFamily::mixtral ? "llama" : synthetic_family_name(family);
+    const bool tied = s.tied_output || family == SyntheticFamily::gemma;
+
+    // Qwen2 files carry a byte-level BPE vocabulary; the others (and qwen2
+    // given a sentencepiece model) a sentencepiece one.
+    const bool bpe = family == SyntheticFamily::qwen2 && !s.vocab_model;
+    const BpeVocab bpe_vocab = bpe ? make_synthetic_bpe_vocab(s.n_vocab, s.seed) : BpeVocab{};
+    const Vocab vocab = bpe             ? Vocab{}
+                        : s.vocab_model ? vocab_from_model(*s.vocab_model)
+                                        : generated_vocab(std::max<int64_t>(s.n_vocab, 512));
+    const int64_t n_vocab =
+        static_cast<int64_t>(bpe ? bpe_vocab.tokens.size() : vocab.tokens.size());
+    const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+    const int64_t q_width = head_dim * s.n_head;
     const int64_t kv_width = head_dim * s.n_head_kv;
 
-    GgufWriter w;
-    w.add_string("general.architecture", "llama");
-    w.add_string("general.name", "dwell synthetic llama");
-    w.add_uint32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
-    w.add_uint32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-    w.add_uint32("llama.block_count", static_cast<uint32_t>(s.n_layer));
-    w.add_uint32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-    w.add_uint32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-    w.add_uint32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-    w.add_uint32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
-    w.add_float32("llama.rope.freq_base", s.rope_freq_base);
-    w.add_float32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
-    w.add_string("tokenizer.ggml.model", "llama");
-    w.add_string_array("tokenizer.ggml.tokens", vocab.tokens);
-    w.add_float32_array("tokenizer.ggml.scores", vocab.scores);
-    w.add_int32_array("tokenizer.ggml.token_type", vocab.types);
-    w.add_uint32("tokenizer.ggml.bos_token_id", 1);
-    w.add_uint32("tokenizer.ggml.eos_token_id", 2);
-    w.add_uint32("tokenizer.ggml.unknown_token_id", 0);
+    GgufWriter w(s.alignment);
+    const auto key = [&](const char* suffix) { return arch + "." + suffix; };
+    w.add_string("general.architecture", arch);
+    w.add_string("general.name", std::string("dwell synthetic ") + synthetic_family_name(family));
+    w.add_uint32(key("context_length"), static_cast<uint32_t>(s.n_ctx));
+    w.add_uint32(key("embedding_length"), static_cast<uint32_t>(s.n_embd));
+    w.add_uint32(key("block_count"), static_cast<uint32_t>(s.n_layer));
+    w.add_uint32(key("feed_forward_length"), static_cast<uint32_t>(s.n_ff));
+    w.add_uint32(key("attention.head_count"), static_cast<uint32_t>(s.n_head));
+    w.add_uint32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
+    if (s.head_dim > 0) {
+        w.add_uint32(key("attention.key_length"), static_cast<uint32_t>(head_dim));
+        w.add_uint32(key("attention.value_length"), static_cast<uint32_t>(head_dim));
+    }
+    w.add_uint32(key("rope.dimension_count"), static_cast<uint32_t>(head_dim));
+    w.add_float32(key("rope.freq_base"), s.rope_freq_base);
+    w.add_float32(key("attention.layer_norm_rms_epsilon"), s.rms_eps);
+    if (family == SyntheticFamily::mixtral) {
+        w.add_uint32(key("expert_count"), static_cast<uint32_t>(s.n_expert));
+        w.add_uint32(key("expert_used_count"), static_cast<uint32_t>(s.n_expert_used));
+    }
+    if (bpe) {
+        write_bpe_vocab(w, bpe_vocab, "qwen2");
+    } else {
+        w.add_string("tokenizer.ggml.model", "llama");
+        w.add_string_array("tokenizer.ggml.tokens", vocab.tokens);
+        w.add_float32_array("tokenizer.ggml.scores", vocab.scores);
+        w.add_int32_array("tokenizer.ggml.token_type", vocab.types);
+        w.add_uint32("tokenizer.ggml.bos_token_id", 1);
+        w.add_uint32("tokenizer.ggml.eos_token_id", 2);
+        w.add_uint32("tokenizer.ggml.unknown_token_id", 0);
+    }
 
+    // Matrices come from one stream in a fixed order (the same for every
+    // family, so llama files stay what they always were); norms, biases and
+    // routers from a second one, so adding them moves no matrix.
     Rng rng(s.seed);
+    Rng extras(s.seed ^ 0x6e6f726d62696173ull);
     std::vector<float> values;
     std::vector<uint8_t> bytes;
-    auto matrix = [&](const std::string& name, int64_t cols, int64_t rows, dwell_dtype dt) {
+    auto matrix = [&](const std::string& name, std::vector<int64_t> ne, dwell_dtype dt, Rng& r,
+                      float std_dev) {
+        const int64_t cols = ne[0];
+        int64_t rows = 1;
+        for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
         values.resize(static_cast<size_t>(cols));
         const size_t row_bytes = dwell_row_bytes(dt, cols);
         bytes.assign(row_bytes * static_cast<size_t>(rows), 0);
-        for (int64_t r = 0; r < rows; ++r) {
-            for (auto& x : values) x = rng.normal() * s.weight_std;
-            dwell_quantize_row(dt, values.data(), bytes.data() + row_bytes * static_cast<size_t>(r),
-                               cols);
+        for (int64_t row = 0; row < rows; ++row) {
+            for (auto& x : values) x = r.normal() * std_dev;
+            dwell_quantize_row(dt, values.data(),
+                               bytes.data() + row_bytes * static_cast<size_t>(row), cols);
         }
-        const int64_t ne[2] = {cols, rows};
         w.add_tensor(name, dt, ne, bytes);
     };
-    auto norm = [&](const std::string& name) {
-        values.assign(static_cast<size_t>(s.n_embd), 1.0f);
-        const int64_t ne[1] = {s.n_embd};
+    auto weight = [&](const std::string& name, std::vector<int64_t> ne) {
+        matrix(name, std::move(ne), s.dtype, rng, s.weight_std);
+    };
+    auto f32_vector = [&](const std::string& name, int64_t n, float mean, float std_dev) {
+        values.resize(static_cast<size_t>(n));
+        // fma: one rounding on every platform, whether or not the compiler
+        // would contract mean + n * std (the files' bytes are test data).
+        for (auto& x : values)
+            x = std_dev != 0.0f ? std::fma(extras.normal(), std_dev, mean) : mean;
+        const int64_t ne[1] = {n};
         w.add_tensor(
             name, DWELL_F32, ne,
             {reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)});
     };
+    auto norm = [&](const std::string& name) { f32_vector(name, s.n_embd, 1.0f, s.norm_jitter); };
+    const float bias_std = s.bias_std != 0.0f ? s.bias_std : s.weight_std;
+    const float router_std = s.router_std != 0.0f ? s.router_std : s.weight_std;
 
-    matrix("token_embd.weight", s.n_embd, n_vocab, s.dtype);
+    weight("token_embd.weight", {s.n_embd, n_vocab});
     for (int32_t l = 0; l < s.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         norm(p + "attn_norm.weight");
-        matrix(p + "attn_q.weight", s.n_embd, s.n_embd, s.dtype);
-        matrix(p + "attn_k.weight", s.n_embd, kv_width, s.dtype);
-        matrix(p + "attn_v.weight", s.n_embd, kv_width, s.dtype);
-        matrix(p + "attn_output.weight", s.n_embd, s.n_embd, s.dtype);
+        weight(p + "attn_q.weight", {s.n_embd, q_width});
+        weight(p + "attn_k.weight", {s.n_embd, kv_width});
+        weight(p + "attn_v.weight", {s.n_embd, kv_width});
+        weight(p + "attn_output.weight", {q_width, s.n_embd});
+        if (family == SyntheticFamily::qwen2) {
+            f32_vector(p + "attn_q.bias", q_width, 0.0f, bias_std);
+            f32_vector(p + "attn_k.bias", kv_width, 0.0f, bias_std);
+            f32_vector(p + "attn_v.bias", kv_width, 0.0f, bias_std);
+        }
         norm(p + "ffn_norm.weight");
-        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, s.dtype);
-        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, s.dtype);
-        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, s.dtype);
+        if (family == SyntheticFamily::mixtral) {
+            matrix(p + "ffn_gate_inp.weight", {s.n_embd, s.n_expert}, DWELL_F32, extras,
+                   router_std);
+            weight(p + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, s.n_expert});
+            weight(p + "ffn_up_exps.weight", {s.n_embd, s.n_ff, s.n_expert});
+            weight(p + "ffn_down_exps.weight", {s.n_ff, s.n_embd, s.n_expert});
+        } else {
+            weight(p + "ffn_gate.weight", {s.n_embd, s.n_ff});
+            weight(p + "ffn_up.weight", {s.n_embd, s.n_ff});
+            weight(p + "ffn_down.weight", {s.n_ff, s.n_embd});
+        }
     }
     norm("output_norm.weight");
-    if (!s.tied_output) matrix("output.weight", s.n_embd, n_vocab, s.dtype);
+    if (!tied) weight("output.weight", {s.n_embd, n_vocab});
     w.write(out);
 }
 

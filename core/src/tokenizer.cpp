@@ -1,5 +1,5 @@
-// Tokenizer on sentencepiece, made to tokenize exactly as llama.cpp's SPM
-// tokenizer does.
+// Tokenizer on sentencepiece (SPM vocabularies) or on dwell's byte-level BPE
+// engine (bpe_tokenizer.hpp), made to tokenize exactly as llama.cpp does.
 //
 // llama.cpp applies no text normalisation besides the dummy prefix and
 // replacing ' ' with U+2581, so every model we load is first rewritten to an
@@ -27,9 +27,12 @@
 #include <optional>
 #include <utility>
 
+#include "bpe_pre_tokenizer.hpp"
+#include "bpe_tokenizer.hpp"
 #include "dwell/core/error.hpp"
 #include "dwell/core/gguf_file.hpp"
 #include "dwell/status.h"
+#include "special_token_split.hpp"
 
 namespace dwell {
 namespace {
@@ -351,19 +354,47 @@ std::string status_message(const sentencepiece::util::Status& st) {
     return msg;
 }
 
+// sentencepiece reports most malformed models through its status, but some
+// (a piece that starts with a NUL byte) escape as exceptions: both become
+// the returned message, empty when the model loaded.
+std::string load_serialized_proto(sentencepiece::SentencePieceProcessor& sp,
+                                  std::string_view proto) {
+    try {
+        const auto st = sp.LoadFromSerializedProto(proto);
+        return st.ok() ? std::string() : status_message(st);
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
 
 struct Tokenizer::Impl {
-    sentencepiece::SentencePieceProcessor sp;
-    std::string source;              // file name, for messages
-    std::vector<std::string> bytes;  // token_bytes() of every id
+    sentencepiece::SentencePieceProcessor sp;  // SPM vocabularies
+    std::unique_ptr<bpe::BpeTokenizer> bpe;    // byte-level BPE vocabularies
+    std::vector<std::string> pieces;           // BPE: piece() of every id
+    std::string source;                        // file name, for messages
+    std::vector<std::string> bytes;            // token_bytes() of every id
     std::vector<bool> control;
+    // Control, unknown and user-defined tokens, and the user-defined ones
+    // alone, in the order split_at_special_tokens() wants.
+    std::vector<SpecialToken> specials;
+    std::vector<SpecialToken> user_defined;
     int32_t bos = -1;
     int32_t eos = -1;
     int32_t unk = -1;
     bool add_dummy_prefix = true;
+    bool add_bos = true;
+
+    void encode_spm(std::string_view text, std::vector<int32_t>& out) const {
+        std::vector<int> ids;
+        if (const auto st = sp.Encode(text, &ids); !st.ok()) {
+            throw Error(DWELL_ERR_INTERNAL, source + ": encoding failed: " + status_message(st));
+        }
+        out.insert(out.end(), ids.begin(), ids.end());
+    }
 
     void check_id(int32_t id) const {
         if (id < 0 || static_cast<size_t>(id) >= bytes.size()) {
@@ -382,6 +413,10 @@ struct Tokenizer::Impl {
             const std::string& piece = sp.IdToPiece(id);
             const auto i = static_cast<size_t>(id);
             control[i] = sp.IsControl(id);
+            // User-defined pieces are sentencepiece's to match.
+            if (control[i] || sp.IsUnknown(id)) {
+                specials.push_back(SpecialToken{piece, id});
+            }
             if (control[i]) continue;  // bytes stay empty: control tokens are invisible
             if (sp.IsUnknown(id)) {
                 bytes[i] = kUnknownSurface;
@@ -391,6 +426,7 @@ struct Tokenizer::Impl {
                 bytes[i] = replace_space_symbol(piece);
             }
         }
+        sort_special_tokens(specials);
     }
 };
 
@@ -420,10 +456,8 @@ Tokenizer Tokenizer::from_serialized_model(std::string_view serialized, const st
     auto impl = std::make_unique<Impl>();
     impl->source = source;
     const std::string patched = with_llama_normalizer(serialized, source, &impl->add_dummy_prefix);
-    if (const auto st = impl->sp.LoadFromSerializedProto(patched); !st.ok()) {
-        throw Error(DWELL_ERR_CORRUPT,
-                    source + ": not a usable sentencepiece model: " + status_message(st));
-    }
+    if (const std::string e = load_serialized_proto(impl->sp, patched); !e.empty())
+        throw Error(DWELL_ERR_CORRUPT, source + ": not a usable sentencepiece model: " + e);
     impl->bos = impl->sp.bos_id();
     impl->eos = impl->sp.eos_id();
     impl->unk = impl->sp.unk_id();
@@ -432,6 +466,13 @@ Tokenizer Tokenizer::from_serialized_model(std::string_view serialized, const st
 }
 
 std::string Tokenizer::serialized_model() const {
+    if (impl_->bpe) {
+        throw Error(DWELL_ERR_UNSUPPORTED,
+                    impl_->source +
+                        ": a dwell pack can hold only an SPM (sentencepiece) vocabulary, and this "
+                        "one is byte-level BPE (tokenizer.ggml.model = 'gpt2'); run the GGUF file "
+                        "as it is");
+    }
     return impl_->sp.serialized_model_proto();
 }
 
@@ -443,10 +484,12 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
 
     const auto model = file.get_string("tokenizer.ggml.model");
     if (!model) throw corrupt("no vocabulary (string key tokenizer.ggml.model is missing)");
+    if (*model == "gpt2") return from_bpe_gguf(file);
     if (*model != "llama") {
-        throw Error(DWELL_ERR_UNSUPPORTED, source + ": tokenizer.ggml.model is '" +
-                                               std::string(*model) +
-                                               "': only SPM ('llama') vocabularies are supported");
+        throw Error(DWELL_ERR_UNSUPPORTED,
+                    source + ": tokenizer.ggml.model is '" + std::string(*model) +
+                        "': only SPM ('llama') and byte-level BPE ('gpt2') vocabularies are "
+                        "supported");
     }
     if (!file.has("tokenizer.ggml.tokens")) throw corrupt("tokenizer.ggml.tokens is missing");
     const std::vector<std::string_view> tokens = file.get_string_array("tokenizer.ggml.tokens");
@@ -526,9 +569,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
 
     auto impl = std::make_unique<Impl>();
     impl->source = source;
-    if (const auto st = impl->sp.LoadFromSerializedProto(proto.data()); !st.ok()) {
-        throw corrupt("the SPM vocabulary (tokenizer.ggml.*) is not usable: " + status_message(st));
-    }
+    if (const std::string e = load_serialized_proto(impl->sp, proto.data()); !e.empty())
+        throw corrupt("the SPM vocabulary (tokenizer.ggml.*) is not usable: " + e);
     impl->bos = bos;
     impl->eos = eos;
     impl->unk = unk;
@@ -537,21 +579,120 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     return Tokenizer(std::move(impl));
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
-    std::vector<int> ids;
-    if (const auto st = impl_->sp.Encode(text, &ids); !st.ok()) {
-        throw Error(DWELL_ERR_INTERNAL, impl_->source + ": encoding failed: " + status_message(st));
+Tokenizer Tokenizer::from_bpe_gguf(const GgufFile& file) {
+    const std::string source = file.path().string();
+    auto corrupt = [&](const std::string& what) {
+        return Error(DWELL_ERR_CORRUPT, source + ": " + what);
+    };
+
+    const auto pre = file.get_string("tokenizer.ggml.pre");
+    if (!pre) {
+        throw Error(DWELL_ERR_UNSUPPORTED,
+                    source +
+                        ": tokenizer.ggml.pre is missing, so the BPE pre-tokenizer is "
+                        "unknown; set it to one of " +
+                        bpe::supported_pre_tokenizers());
     }
+    const auto kind = bpe::pre_tokenizer_kind(*pre);
+    if (!kind) {
+        throw Error(DWELL_ERR_UNSUPPORTED,
+                    source + ": tokenizer.ggml.pre is '" + std::string(*pre) +
+                        "', a BPE pre-tokenizer dwell does not support (supported: " +
+                        bpe::supported_pre_tokenizers() + ")");
+    }
+    if (!file.has("tokenizer.ggml.tokens")) throw corrupt("tokenizer.ggml.tokens is missing");
+    const std::vector<std::string_view> tokens = file.get_string_array("tokenizer.ggml.tokens");
+    const size_t n = tokens.size();
+    if (n == 0) throw corrupt("tokenizer.ggml.tokens is empty");
+    if (n > static_cast<size_t>(INT32_MAX)) throw corrupt("tokenizer.ggml.tokens is too long");
+    if (!file.has("tokenizer.ggml.merges")) {
+        throw corrupt("tokenizer.ggml.merges is missing (a BPE vocabulary needs its merges)");
+    }
+    const std::vector<std::string_view> merges = file.get_string_array("tokenizer.ggml.merges");
+
+    std::vector<int32_t> types(n, kNormal);
+    if (file.has("tokenizer.ggml.token_type")) {
+        types = file.get_int_array("tokenizer.ggml.token_type");
+        if (types.size() != n) {
+            throw corrupt("tokenizer.ggml.token_type has " + std::to_string(types.size()) +
+                          " entries but tokenizer.ggml.tokens has " + std::to_string(n));
+        }
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (types[i] < 0 || types[i] > kByte) {
+            throw corrupt("tokenizer.ggml.token_type[" + std::to_string(i) +
+                          "] = " + std::to_string(types[i]) + " is not a token type (0..6)");
+        }
+        if (tokens[i].empty()) {
+            throw corrupt("tokenizer.ggml.tokens[" + std::to_string(i) + "] is empty");
+        }
+    }
+    auto optional_id = [&](const char* key) {
+        const auto id = file.get_int(key);
+        if (!id) return int32_t{-1};
+        if (*id < 0 || static_cast<uint64_t>(*id) >= n) {
+            throw corrupt(std::string(key) + " = " + std::to_string(*id) +
+                          " is not a token id (vocabulary size " + std::to_string(n) + ")");
+        }
+        return static_cast<int32_t>(*id);
+    };
+
+    auto impl = std::make_unique<Impl>();
+    impl->source = source;
+    impl->bpe = std::make_unique<bpe::BpeTokenizer>(tokens, merges, *kind);
+    impl->bos = optional_id("tokenizer.ggml.bos_token_id");
+    impl->eos = optional_id("tokenizer.ggml.eos_token_id");
+    impl->unk = optional_id("tokenizer.ggml.unknown_token_id");
+    optional_id("tokenizer.ggml.padding_token_id");  // only checked
+    impl->add_dummy_prefix = false;
+    impl->add_bos = file.get_int("tokenizer.ggml.add_bos_token").value_or(0) != 0;
+    impl->pieces.reserve(n);
+    impl->bytes.reserve(n);
+    impl->control.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        const auto id = static_cast<int32_t>(i);
+        impl->pieces.emplace_back(tokens[i]);
+        impl->bytes.push_back(bpe::token_bytes(tokens[i], types[i]));
+        impl->control[i] = types[i] == kControl;
+        if (types[i] == kControl || types[i] == kUnknown) {
+            impl->specials.push_back(SpecialToken{std::string(tokens[i]), id});
+        } else if (types[i] == kUserDefined) {
+            impl->specials.push_back(SpecialToken{std::string(tokens[i]), id});
+            impl->user_defined.push_back(SpecialToken{std::string(tokens[i]), id});
+        }
+    }
+    sort_special_tokens(impl->specials);
+    sort_special_tokens(impl->user_defined);
+    return Tokenizer(std::move(impl));
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
     std::vector<int32_t> out;
-    out.reserve(ids.size() + 1);
-    if (add_bos) {
+    if (add_bos && impl_->add_bos) {
         if (impl_->bos < 0) {
             throw Error(DWELL_ERR_UNSUPPORTED,
                         impl_->source + ": the vocabulary has no BOS token to prepend");
         }
         out.push_back(impl_->bos);
     }
-    out.insert(out.end(), ids.begin(), ids.end());
+    if (!impl_->bpe && !parse_special) {
+        impl_->encode_spm(text, out);
+        return out;
+    }
+    const std::vector<SpecialToken>& specials =
+        parse_special ? impl_->specials : impl_->user_defined;
+    for (const TextPiece& piece : split_at_special_tokens(text, specials)) {
+        if (piece.id >= 0) {
+            out.push_back(piece.id);
+        } else if (impl_->bpe) {
+            impl_->bpe->encode(piece.text, out);
+        } else {
+            // Each run gets its own dummy prefix, as llama.cpp gives every
+            // run after a special token one.
+            impl_->encode_spm(piece.text, out);
+        }
+    }
     return out;
 }
 
@@ -582,6 +723,7 @@ std::string Tokenizer::token_bytes(int32_t id) const {
 
 std::string_view Tokenizer::piece(int32_t id) const {
     impl_->check_id(id);
+    if (impl_->bpe) return impl_->pieces[static_cast<size_t>(id)];
     return impl_->sp.IdToPiece(id);
 }
 
@@ -601,6 +743,14 @@ int32_t Tokenizer::unk() const {
 bool Tokenizer::is_control(int32_t id) const {
     impl_->check_id(id);
     return impl_->control[static_cast<size_t>(id)];
+}
+
+bool Tokenizer::wants_bos() const {
+    return impl_->add_bos;
+}
+
+bool Tokenizer::is_byte_level_bpe() const {
+    return impl_->bpe != nullptr;
 }
 
 // ---------------------------------------------------------------------------

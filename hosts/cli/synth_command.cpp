@@ -19,13 +19,16 @@ dwell_dtype parse_type(const std::string& s) {
 }  // namespace
 
 int synth_command(const std::vector<std::string>& args) {
-    SyntheticLlamaSpec spec;
+    SyntheticModelSpec spec;
     std::string arch, type, out, vocab;
     int64_t seed = 1;
     po::options_description desc("dwell synth");
     // clang-format off
     desc.add_options()
-        ("arch", po::value(&arch)->default_value("llama"), "architecture (llama)")
+        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma or mixtral")
+        ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "attention head size (0: n-embd / n-head)")
+        ("n-expert", po::value(&spec.n_expert)->default_value(8), "mixtral: experts per layer")
+        ("n-expert-used", po::value(&spec.n_expert_used)->default_value(2), "mixtral: experts each token uses")
         ("n-embd", po::value(&spec.n_embd)->default_value(spec.n_embd), "embedding width")
         ("n-layer", po::value(&spec.n_layer)->default_value(spec.n_layer), "layers")
         ("n-head", po::value(&spec.n_head)->default_value(spec.n_head), "attention heads")
@@ -42,12 +45,12 @@ int synth_command(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse("synth", "-o FILE.gguf [options]", desc, args, vm)) return 0;
     set_verbosity(0);
-    if (arch != "llama")
-        throw po::validation_error(po::validation_error::invalid_option_value, "arch", arch);
+    spec.family = parse_synthetic_family(arch);
+    if (spec.family != SyntheticFamily::mixtral) spec.n_expert = spec.n_expert_used = 0;
     spec.dtype = parse_type(type);
     spec.seed = static_cast<uint64_t>(seed);
     if (!vocab.empty()) spec.vocab_model = vocab;
-    write_synthetic_llama(spec, out);
+    write_synthetic_model(spec, out);
     std::cerr << "wrote " << out << "\n";
     return 0;
 }

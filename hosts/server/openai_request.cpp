@@ -56,6 +56,9 @@ CompletionRequest parse_completion_request(const json& body, bool chat, int32_t 
         const auto it = body.find("messages");
         if (it == body.end() || !it->is_array() || it->empty())
             bad("messages", "must be a non-empty array");
+        if (it->size() > kMaxMessages)
+            bad("messages", "holds " + std::to_string(it->size()) + " messages, more than the " +
+                                std::to_string(kMaxMessages) + " a request may hold");
         for (size_t i = 0; i < it->size(); ++i) {
             const json& m = (*it)[i];
             const std::string p = "messages[" + std::to_string(i) + "]";
@@ -102,14 +105,20 @@ CompletionRequest parse_completion_request(const json& body, bool chat, int32_t 
     if (const auto it = body.find("stop"); it != body.end() && !it->is_null()) {
         if (it->is_string()) {
             r.stop.push_back(it->get<std::string>());
-        } else if (it->is_array() && it->size() <= 4) {
+        } else if (it->is_array() && it->size() <= kMaxStopStrings) {
             for (const json& s : *it) {
                 if (!s.is_string() || s.get<std::string>().empty())
                     bad("stop", "must hold non-empty strings");
                 r.stop.push_back(s.get<std::string>());
             }
         } else {
-            bad("stop", "must be a string or an array of up to 4 strings");
+            bad("stop", "must be a string or an array of up to " + std::to_string(kMaxStopStrings) +
+                            " strings");
+        }
+        for (const std::string& s : r.stop) {
+            if (s.size() > kMaxStopBytes)
+                bad("stop", "strings must be at most " + std::to_string(kMaxStopBytes) +
+                                " bytes long, not " + std::to_string(s.size()));
         }
     }
     if (const auto it = body.find("stream"); it != body.end() && !it->is_null()) {
@@ -124,6 +133,28 @@ CompletionRequest parse_completion_request(const json& body, bool chat, int32_t 
         }
     }
     return r;
+}
+
+CompletionRequest parse_completion_body(std::string_view body, bool chat,
+                                        int32_t max_tokens_limit) {
+    // Refused while parsing, so a body of nested brackets never becomes a
+    // deep tree.
+    const json::parser_callback_t depth_limit = [](int depth, json::parse_event_t event, json&) {
+        if (depth >= kMaxJsonDepth && (event == json::parse_event_t::object_start ||
+                                       event == json::parse_event_t::array_start)) {
+            throw RequestError(400, "the body nests arrays and objects deeper than " +
+                                        std::to_string(kMaxJsonDepth) + " levels");
+        }
+        return true;
+    };
+    json parsed;
+    try {
+        parsed = json::parse(body, depth_limit);
+    } catch (const json::exception& e) {
+        // parse_error, and out_of_range for a number no double holds (1e400).
+        throw RequestError(400, std::string("the body is not valid JSON: ") + e.what());
+    }
+    return parse_completion_request(parsed, chat, max_tokens_limit);
 }
 
 }  // namespace dwell::server

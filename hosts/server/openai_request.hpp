@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dwell/core/chat_template.hpp"
@@ -47,9 +48,21 @@ struct CompletionRequest {
     bool include_usage = false;  // stream_options.include_usage
 };
 
+// Limits on what one request may hold, beyond the body size the HTTP
+// layer caps (ServerOptions::max_body_bytes); each is a 400 naming it.
+inline constexpr int kMaxJsonDepth = 32;      // nesting of arrays and objects
+inline constexpr size_t kMaxMessages = 4096;  // messages of a chat request
+inline constexpr size_t kMaxStopStrings = 4;  // as OpenAI's API
+inline constexpr size_t kMaxStopBytes = 256;  // bytes in one stop string
+
 // Throws RequestError. max_tokens_limit caps max_tokens.
 CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat,
                                            int32_t max_tokens_limit);
+
+// The body as received: parses the JSON (400 when it is not valid JSON or
+// nests deeper than kMaxJsonDepth, refused while parsing), then
+// parse_completion_request().
+CompletionRequest parse_completion_body(std::string_view body, bool chat, int32_t max_tokens_limit);
 
 // {"error": {"message", "type", "param", "code"}}
 nlohmann::json error_body(const std::string& message, const std::string& type,

@@ -230,13 +230,7 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
     const std::string endpoint = chat_api ? "/v1/chat/completions" : "/v1/completions";
     auto job = std::make_shared<Job>();
     try {
-        json body;
-        try {
-            body = json::parse(req.body);
-        } catch (const json::parse_error& e) {
-            throw RequestError(400, std::string("the body is not valid JSON: ") + e.what());
-        }
-        job->request = parse_completion_request(body, chat_api, o.max_tokens_limit);
+        job->request = parse_completion_body(req.body, chat_api, o.max_tokens_limit);
         if (chat_api && !chat) throw RequestError(400, chat_unavailable, "messages");
         const Tokenizer& tok = model->tokenizer();
         job->text.prompt = chat_api ? chat->encode(job->request.messages, true)

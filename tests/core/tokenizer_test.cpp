@@ -452,6 +452,16 @@ TEST(TokenizerErrors, GarbageModelFile) {
                  {bad.path().string()});
 }
 
+// Found by tokenizer_model_fuzzer: sentencepiece throws, rather than
+// returning a status, for a piece that starts with a NUL byte; that must
+// come back as a corrupt-model error, not abort the process.
+TEST(TokenizerErrors, PieceStartingWithNulIsACorruptModel) {
+    // pieces { piece: "<unk>" type: UNKNOWN } pieces { piece: "\0b" type: NORMAL }
+    const std::string proto("\x0a\x09\x0a\x05<unk>\x18\x02\x0a\x06\x0a\x02\x00\x62\x18\x01", 19);
+    expect_error([&] { Tokenizer::from_serialized_model(proto, "fuzz.model"); }, DWELL_ERR_CORRUPT,
+                 {"fuzz.model", "not a usable sentencepiece model"});
+}
+
 TEST(TokenizerErrors, GgufMismatchedArrayLengths) {
     TempFile file(".gguf");
     GgufWriter w;
@@ -487,11 +497,12 @@ TEST(TokenizerErrors, GgufNonSpmVocabulary) {
     TempFile file(".gguf");
     GgufWriter w;
     const std::vector<std::string> tokens = {"a", "b"};
-    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.model", "bert");
     w.add_string_array("tokenizer.ggml.tokens", tokens);
     w.write(file.path());
     expect_error([&] { Tokenizer::from_gguf(GgufFile::open(file.path())); }, DWELL_ERR_UNSUPPORTED,
-                 {file.path().string(), "gpt2", "only SPM ('llama') vocabularies are supported"});
+                 {file.path().string(), "'bert'",
+                  "only SPM ('llama') and byte-level BPE ('gpt2') vocabularies are supported"});
 }
 
 TEST(TokenizerErrors, GgufWithoutVocabulary) {

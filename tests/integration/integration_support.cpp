@@ -1,15 +1,23 @@
 #include "integration_support.hpp"
 
+#include <openssl/evp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <random>
 #include <regex>
+#include <span>
 #include <sstream>
+#include <stdexcept>
 
+#include "dwell/core/error.hpp"
 #include "dwell/core/generate.hpp"
+#include "dwell/core/gguf_file.hpp"
+#include "dwell/core/gguf_metadata_copy.hpp"
+#include "dwell/core/gguf_writer.hpp"
 #include "dwell/core/model.hpp"
 #include "dwell/core/sampler.hpp"
 #include "dwell/core/session.hpp"
@@ -45,8 +53,8 @@ fs::path TempDir::write(const std::string& name, const std::string& content) con
     return p;
 }
 
-SyntheticLlamaSpec small_model_spec() {
-    SyntheticLlamaSpec spec;
+SyntheticModelSpec small_model_spec() {
+    SyntheticModelSpec spec;
     spec.n_embd = 64;
     spec.n_layer = 2;
     spec.n_head = 4;
@@ -61,8 +69,94 @@ SyntheticLlamaSpec small_model_spec() {
 
 fs::path write_small_model(const TempDir& dir) {
     const fs::path p = dir.path() / "small.gguf";
-    write_synthetic_llama(small_model_spec(), p);
+    write_synthetic_model(small_model_spec(), p);
     return p;
+}
+
+SyntheticModelSpec family_reference_spec(SyntheticFamily family) {
+    SyntheticModelSpec s;
+    s.family = family;
+    s.n_embd = 128;
+    s.n_layer = 2;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 256;
+    s.n_vocab = 1024;
+    s.n_ctx = 256;
+    s.dtype = DWELL_F32;
+    s.weight_std = 0.05f;
+    s.norm_jitter = 0.2f;
+    s.rms_eps = 1e-6f;
+    switch (family) {
+        case SyntheticFamily::llama:
+            s.seed = 11;
+            break;
+        case SyntheticFamily::qwen2:
+            s.bias_std = 0.3f;
+            s.tied_output = true;
+            s.seed = 12;
+            break;
+        case SyntheticFamily::gemma:
+            s.head_dim = 48;  // 4 heads of 48: q is 192 wide, n_embd 128
+            s.seed = 13;
+            break;
+        case SyntheticFamily::mixtral:
+            s.n_ff = 128;
+            s.n_expert = 4;
+            s.n_expert_used = 2;
+            s.router_std = 0.15f;
+            s.seed = 14;
+            break;
+    }
+    return s;
+}
+
+fs::path edited_gguf_copy(const fs::path& from, const GgufEdit& edit, const fs::path& to) {
+    const GgufFile src = GgufFile::open(from);
+    GgufWriter w(src.alignment());
+    copy_gguf_metadata(src, w, [&](std::string_view k) { return k != edit.key; });
+    if (!edit.key.empty() && edit.value) w.add_int32(edit.key, *edit.value);
+    for (const auto& t : src.tensors()) {
+        const bool edited = !edit.tensor.empty() && t.name == edit.tensor;
+        if (edited && edit.renamed.empty()) continue;
+        w.add_tensor(edited ? edit.renamed : t.name, t.dtype,
+                     std::span<const int64_t>(t.ne, static_cast<size_t>(t.n_dims)),
+                     std::span<const uint8_t>(t.data, t.size));
+    }
+    w.write(to);
+    return to;
+}
+
+std::string model_load_error(const fs::path& model) {
+    Runtime runtime;
+    try {
+        Model::load(runtime, model);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+std::string read_file(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string sha256_of(const fs::path& path) {
+    const std::string bytes = read_file(path);
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (!EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr))
+        throw std::runtime_error("sha256 of " + path.string() + " failed");
+    std::string hex;
+    char buf[3];
+    for (unsigned int i = 0; i < len; ++i) {
+        std::snprintf(buf, sizeof buf, "%02x", digest[i]);
+        hex += buf;
+    }
+    return hex;
 }
 
 std::vector<int32_t> greedy_ids(Runtime& runtime, const fs::path& model_path,
@@ -83,17 +177,6 @@ std::vector<int32_t> greedy_ids(Runtime& runtime, const fs::path& model_path,
     });
     return ids;
 }
-
-namespace {
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-}  // namespace
 
 CommandResult run_dwell(const std::vector<std::string>& args, const std::string& input) {
     TempDir tmp;
@@ -117,8 +200,8 @@ CommandResult run_dwell(const std::vector<std::string>& args, const std::string&
     int status = 0;
     waitpid(pid, &status, 0);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
+    r.out = read_file(out);
+    r.err = read_file(err);
     return r;
 }
 
@@ -135,10 +218,7 @@ std::vector<int32_t> parse_ids(const std::string& list) {
 
 // Reads the prompts, ids, logits and the BOS-only text out of the Markdown.
 Reference load_reference(const std::filesystem::path& md) {
-    std::ifstream in(md);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
+    const std::string text = read_file(md);
     Reference ref;
     const std::regex heading(R"re(## "([^"]+)" )re");
     for (auto it = std::sregex_iterator(text.begin(), text.end(), heading);

@@ -1,5 +1,6 @@
 // Helpers shared by the integration tests: a runtime wired to the build's
-// plugins, greedy generation, running the `dwell` binary, temp files.
+// plugins, greedy generation, running the `dwell` binary, temp files,
+// synthetic models and edited copies of GGUF files.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -35,8 +36,34 @@ private:
 
 // A small synthetic Llama (2 layers, Q8_0, vocab 512): its shape, and the
 // file written into `dir`.
-SyntheticLlamaSpec small_model_spec();
+SyntheticModelSpec small_model_spec();
 std::filesystem::path write_small_model(const TempDir& dir);
+
+// The small synthetic model of each family whose logits llama.cpp computed
+// for tests/data/families/<family>.logits: every feature of the family in
+// play, F32 weights large enough that attention and the FFN dominate the
+// residual stream. A change here changes the files' sha256.
+SyntheticModelSpec family_reference_spec(SyntheticFamily family);
+
+// What to change in a copy of a GGUF file (edited_gguf_copy).
+struct GgufEdit {
+    std::string key{};               // an integer metadata key to set or drop; empty: none
+    std::optional<int32_t> value{};  // its new value; nullopt: the key is dropped
+    std::string tensor{};            // a tensor to rename or drop; empty: none
+    std::string renamed{};           // its new name; empty: the tensor is dropped
+};
+// Writes the GGUF file `from`, with `edit` applied, to `to`; returns `to`.
+std::filesystem::path edited_gguf_copy(const std::filesystem::path& from, const GgufEdit& edit,
+                                       const std::filesystem::path& to);
+
+// The message loading `model` fails with, or "" when it loads.
+std::string model_load_error(const std::filesystem::path& model);
+
+// A file's bytes ("" when it cannot be read).
+std::string read_file(const std::filesystem::path& path);
+// The sha256 of a file's bytes in lowercase hex; throws std::runtime_error
+// when it cannot be computed.
+std::string sha256_of(const std::filesystem::path& path);
 
 // Greedy continuation: prompt ids followed by up to n generated ids.
 std::vector<int32_t> greedy_ids(Runtime& runtime, const std::filesystem::path& model,

@@ -74,7 +74,11 @@ TEST(PluginArchitecture, PluginsAreLoadedAtRunTimeNotLinked) {
 }
 
 TEST(PluginArchitecture, OtherMajorAbiIsRefusedNamingBothVersions) {
-    Runtime runtime;
+    TempDir dir;
+    RuntimeOptions o;
+    o.manifest = dir.write("m.toml", "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
+                                         "\"]\n[[backend]]\nplugin = \"cpu\"\n");
+    Runtime runtime(o);
     try {
         runtime.loader().load_file(test_plugin_dir() / "libdwell-abi2.so");
         FAIL() << "an ABI 2.0 plugin was accepted";

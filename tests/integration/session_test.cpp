@@ -33,14 +33,14 @@ namespace fs = std::filesystem;
 // 8 KV heads of 64: an F16 row is 1 KiB, so a 16 KiB page holds 16
 // positions, as for the synthetic 1.1B shape.
 fs::path write_paged_model(const TempDir& dir) {
-    SyntheticLlamaSpec spec = small_model_spec();
+    SyntheticModelSpec spec = small_model_spec();
     spec.n_embd = 512;
     spec.n_head = 8;
     spec.n_head_kv = 8;
     spec.n_ff = 256;
     spec.n_ctx = 1024;
     const fs::path p = dir.path() / "paged.gguf";
-    write_synthetic_llama(spec, p);
+    write_synthetic_model(spec, p);
     return p;
 }
 

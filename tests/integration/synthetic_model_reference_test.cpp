@@ -86,7 +86,7 @@ void rope(Vec& x, int64_t n_heads, int64_t hd, int32_t pos, double base) {
 }
 
 // Logits after each token of `tokens`, computed from scratch.
-std::vector<Vec> reference_forward(const GgufFile& f, const SyntheticLlamaSpec& s,
+std::vector<Vec> reference_forward(const GgufFile& f, const SyntheticModelSpec& s,
                                    const std::vector<int32_t>& tokens) {
     auto matvec = [q8 = rounds_activations(s.dtype)](const Matrix& w, const Vec& x) {
         return dwell::test::matvec(w, q8 ? round_through_q8_0(x) : x);
@@ -166,7 +166,7 @@ class SyntheticModel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SyntheticModel, LogitsMatchDoublePrecisionReference) {
     const Case c = GetParam();
-    SyntheticLlamaSpec spec;
+    SyntheticModelSpec spec;
     spec.n_embd = 64;
     spec.n_layer = 2;
     spec.n_head = 4;
@@ -180,7 +180,7 @@ TEST_P(SyntheticModel, LogitsMatchDoublePrecisionReference) {
     spec.seed = 7 + static_cast<uint64_t>(c.dtype);
     TempDir tmp;
     const auto path = tmp.path() / "synth.gguf";
-    write_synthetic_llama(spec, path);
+    write_synthetic_model(spec, path);
 
     Runtime runtime;
     auto model = Model::load(runtime, path);

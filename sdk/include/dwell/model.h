@@ -101,7 +101,17 @@ typedef struct dwell_model_plugin {
     const char* const* architectures; /* general.architecture values served */
     size_t n_architectures;
 
-    /* On failure writes a one-line reason into error[0..error_size). */
+    /* Makes the model object for a file whose general.architecture this
+     * plugin lists. Several plugins may list one architecture (variants of a
+     * family that share its name, such as dense and mixture-of-experts
+     * "llama" files): the host offers the file to each of them in a fixed
+     * order (plugin search folders in order, file names sorted within a
+     * folder) and the first that accepts serves it. A plugin declines a file
+     * that is not its variant by returning DWELL_ERR_UNSUPPORTED with a
+     * one-line reason; the host then offers the file to the next plugin and,
+     * if every one declines, reports each plugin's reason. Any other failure
+     * status refuses the file itself and ends the search.
+     * On failure writes a one-line reason into error[0..error_size). */
     dwell_status (*create)(const dwell_metadata* meta, const dwell_host_services* host,
                            dwell_model** out, char* error, size_t error_size);
     void (*destroy)(dwell_model* model);

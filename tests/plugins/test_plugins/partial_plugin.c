@@ -2,11 +2,22 @@
  * scheduler must split every layer between it and the next backend. Its
  * results must equal the cpu backend's exactly. Plain C on purpose.
  *
- * Failure injection, by [[backend]] options: fail_every = "N" fails every
- * Nth graph_compute call, fail_from = "N" every call from the Nth on (an
- * error status and message, nothing computed). delay_ms = "N" makes each
- * call take N ms longer: a slow device, for tests that must act while a
- * generation runs. */
+ * Failure injection, by [[backend]] options, counting graph_compute calls
+ * from 1:
+ *   fail_every = "N"  an error status (and message, nothing computed) on
+ *                     every Nth call; fail_from = "N" on every call from the
+ *                     Nth on; fail_at = "N" on the Nth call only.
+ *   hang_at = "N"     the Nth call sleeps hang_ms (default 2000) ms before
+ *                     computing: a hang past the step deadline; it then
+ *                     writes its results as if nothing happened.
+ *   overrun_at = "N"  the Nth call writes kOverrunFloats values past the end
+ *                     of each output (a wrong-size result). Only safe on a
+ *                     backend whose steps run isolated (step_timeout_ms).
+ *   reshape_at = "N"  the Nth call computes, then reports each output one
+ *                     row longer (its descriptor changed).
+ * delay_ms = "N" makes each call take N ms longer: a slow device, for tests
+ * that must act while a generation runs. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +32,21 @@ struct dwell_backend_context {
     long calls;
     long fail_every;
     long fail_from;
+    long fail_at;
+    long hang_at;
+    long hang_ms;
+    long overrun_at;
+    long reshape_at;
     long delay_ms;
 };
+
+enum { kOverrunFloats = 16 };
+
+static void sleep_ms(long ms) {
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+    }
+}
 
 static char g_error[128];
 
@@ -67,10 +91,18 @@ static dwell_status context_create(void* self, uint32_t device, const dwell_opti
     (void)host;
     *out = calloc(1, sizeof **out);
     if (!*out) return DWELL_ERR_OUT_OF_MEMORY;
+    (*out)->hang_ms = 2000;
     for (size_t i = 0; i < n_options; ++i) {
-        if (strcmp(options[i].key, "fail_every") == 0) (*out)->fail_every = atol(options[i].value);
-        if (strcmp(options[i].key, "fail_from") == 0) (*out)->fail_from = atol(options[i].value);
-        if (strcmp(options[i].key, "delay_ms") == 0) (*out)->delay_ms = atol(options[i].value);
+        const char* k = options[i].key;
+        const long v = atol(options[i].value);
+        if (strcmp(k, "fail_every") == 0) (*out)->fail_every = v;
+        if (strcmp(k, "fail_from") == 0) (*out)->fail_from = v;
+        if (strcmp(k, "fail_at") == 0) (*out)->fail_at = v;
+        if (strcmp(k, "hang_at") == 0) (*out)->hang_at = v;
+        if (strcmp(k, "hang_ms") == 0) (*out)->hang_ms = v;
+        if (strcmp(k, "overrun_at") == 0) (*out)->overrun_at = v;
+        if (strcmp(k, "reshape_at") == 0) (*out)->reshape_at = v;
+        if (strcmp(k, "delay_ms") == 0) (*out)->delay_ms = v;
     }
     return DWELL_OK;
 }
@@ -105,12 +137,10 @@ static int32_t supports_op(dwell_backend_context* ctx, const dwell_graph* g, int
 static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* g,
                                   const int32_t* ids, size_t n_ids) {
     ctx->calls++;
-    if (ctx->delay_ms > 0) {
-        const struct timespec pause = {ctx->delay_ms / 1000, (ctx->delay_ms % 1000) * 1000000L};
-        nanosleep(&pause, NULL);
-    }
+    if (ctx->delay_ms > 0) sleep_ms(ctx->delay_ms);
+    if (ctx->calls == ctx->hang_at) sleep_ms(ctx->hang_ms);
     if ((ctx->fail_every > 0 && ctx->calls % ctx->fail_every == 0) ||
-        (ctx->fail_from > 0 && ctx->calls >= ctx->fail_from)) {
+        (ctx->fail_from > 0 && ctx->calls >= ctx->fail_from) || ctx->calls == ctx->fail_at) {
         snprintf(ctx->error, sizeof ctx->error, "injected failure (call %ld)", ctx->calls);
         return DWELL_ERR_INTERNAL;
     }
@@ -127,7 +157,16 @@ static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph*
         const int64_t count = dwell_tensor_nelements(a);
         for (int64_t j = 0; j < count; ++j)
             ((float*)o->data)[j] = ((const float*)a->data)[j] + ((const float*)b->data)[j];
+        if (ctx->calls == ctx->overrun_at)
+            for (int64_t j = count; j < count + kOverrunFloats; ++j) ((float*)o->data)[j] = 1.0f;
         ctx->adds_run++;
+    }
+    /* After the loop: every node above checked the shapes as given. */
+    if (ctx->calls == ctx->reshape_at) {
+        for (size_t i = 0; i < n_ids; ++i) {
+            dwell_tensor* o = dwell_graph_tensor(g, dwell_graph_node(g, ids[i])->output);
+            o->ne[1] += 1;
+        }
     }
     return DWELL_OK;
 }

@@ -52,6 +52,7 @@ struct GgufLimits {
     uint64_t max_tensors = 1u << 16;
     uint64_t max_kv = 1u << 16;
     uint64_t max_string = 1u << 20;      // bytes in one string
+    uint64_t max_name = 1024;            // bytes in a tensor name (ggml's are under 64)
     uint64_t max_array = 1u << 24;       // elements in one array
     int64_t max_dim = int64_t{1} << 40;  // elements along one dimension
 };
@@ -93,6 +94,8 @@ public:
     std::optional<GgufType> type_of(std::string_view key) const;
     std::optional<int64_t> get_int(std::string_view key) const;   // any integer or bool
     std::optional<double> get_float(std::string_view key) const;  // any number
+    // A uint64 value with all its bits (get_int has no room for those above 2^63 - 1).
+    std::optional<uint64_t> get_uint64(std::string_view key) const;
     std::optional<std::string_view> get_string(std::string_view key) const;
     std::optional<uint64_t> array_length(std::string_view key) const;
     std::optional<GgufType> array_type(std::string_view key) const;

@@ -29,6 +29,9 @@ struct ManifestBackend {
     std::vector<std::string> ops;                // if non-empty: only these ops (by name)
     std::vector<int32_t> layers;                 // if non-empty: only these layers
     int32_t line = 0;                            // where the entry starts, for messages
+    // > 0: a step not done in this time is abandoned and rerun on the next
+    // backend; such a backend's steps run isolated (step_worker.hpp).
+    int32_t step_timeout_ms = 0;
 };
 
 // [device] match: each list names the values a fact may have (see

@@ -6,6 +6,22 @@
 // A library that fails to load is reported with the loader's own error text
 // and the path tried; an ABI mismatch names both versions.
 //
+// Integrity, checked before any code of the file runs:
+// - only files whose real path (symbolic links resolved) lies directly in
+//   one of the search folders are loaded;
+// - a folder or file that another user could write is refused, naming the
+//   chmod that fixes it: world-writable always (a sticky bit does not stop
+//   anyone adding a file), group-writable unless the group is our own
+//   effective group (the user-private-group setup of umask 002), since
+//   every member of a shared group could swap the plugin;
+// - a plugin pinned in the manifest ([plugins] sha256, by plugin name, i.e.
+//   "cpu" for libdwell-cpu.so) is hashed from an open descriptor and loaded
+//   through that same descriptor (/proc/self/fd/N, kept open while the
+//   plugin is loaded), so the bytes run are the bytes hashed even if the
+//   file is replaced in between; a mismatch is refused naming both hashes.
+//   (Unpinned files load by path: with the checks above, only we or root
+//   could replace them.)
+//
 // Thread-safety: a PluginLoader is used from one thread (startup). A
 // LoadedPlugin is immutable and shared; the library stays mapped as long as
 // any shared_ptr to it lives, so a backend in use is never unloaded.
@@ -27,8 +43,13 @@ namespace dwell {
 
 class LoadedPlugin {
 public:
+    // `pinned_fd`: the open descriptor the library was loaded through
+    // (closed with the plugin), or -1.
     LoadedPlugin(boost::dll::shared_library library, std::filesystem::path path,
-                 const dwell_plugin_info& info);
+                 const dwell_plugin_info& info, int pinned_fd = -1);
+    ~LoadedPlugin();
+    LoadedPlugin(const LoadedPlugin&) = delete;
+    LoadedPlugin& operator=(const LoadedPlugin&) = delete;
 
     const std::filesystem::path& path() const { return path_; }
     const dwell_plugin_info& info() const { return info_; }
@@ -42,6 +63,7 @@ private:
     boost::dll::shared_library library_;  // keeps the code mapped
     std::filesystem::path path_;
     dwell_plugin_info info_;
+    int pinned_fd_ = -1;  // keeps /proc/self/fd/N naming the loaded file
 };
 
 struct PluginFailure {
@@ -51,13 +73,17 @@ struct PluginFailure {
 
 class PluginLoader {
 public:
-    // `manifest_dirs` come first; DWELL_PLUGIN_PATH and <exe>/../lib/dwell follow.
+    // `manifest_dirs` come first; DWELL_PLUGIN_PATH and <exe>/../lib/dwell
+    // follow. `sha256_pins`: plugin name -> 64 lowercase hex digits.
     PluginLoader(const std::vector<std::filesystem::path>& manifest_dirs,
-                 const dwell_host_services* host);
+                 const dwell_host_services* host,
+                 std::map<std::string, std::string> sha256_pins = {});
 
     const std::vector<std::filesystem::path>& search_dirs() const { return dirs_; }
 
-    // Loads one file; throws dwell::Error with a one-line reason.
+    // Loads one file from a search folder; throws dwell::Error with a
+    // one-line reason (outside the folders, writable by others, pin
+    // mismatch, not a dwell plugin, ABI mismatch, ...).
     std::shared_ptr<LoadedPlugin> load_file(const std::filesystem::path& path);
 
     // The plugin called `name` from the first folder that has it; nullptr if
@@ -74,8 +100,13 @@ public:
     static std::string file_name_for(std::string_view plugin_name);
 
 private:
+    // Throws unless `canonical` lies directly in a search folder.
+    void check_in_search_dirs(const std::filesystem::path& path,
+                              const std::filesystem::path& canonical) const;
+
     std::vector<std::filesystem::path> dirs_;
     const dwell_host_services* host_;
+    std::map<std::string, std::string> pins_;
     std::map<std::filesystem::path, std::shared_ptr<LoadedPlugin>> loaded_;  // by canonical path
 };
 

@@ -7,6 +7,9 @@
 // Thread-safety: construction and destruction from one thread; the const
 // accessors may be used from any thread afterwards.
 // Ownership: the runtime must outlive every Model and Session made from it.
+// Destroying it (and unloading a Model) waits for a backend call abandoned
+// past its step deadline to return: the plugin may still read the weights
+// and use its context and the host's services until then.
 #pragma once
 
 #include <atomic>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "dwell/backend.h"
+#include "dwell/core/backend_health.hpp"
 #include "dwell/core/kv_page_pool.hpp"
 #include "dwell/core/kv_prefix_cache.hpp"
 #include "dwell/core/manifest.hpp"
@@ -26,6 +30,7 @@
 #include "dwell/core/memory_pool.hpp"
 #include "dwell/core/plugin_loader.hpp"
 #include "dwell/core/runtime_thermal.hpp"
+#include "dwell/core/step_worker.hpp"
 #include "dwell/core/thermal_sensors.hpp"
 
 namespace dwell {
@@ -70,12 +75,13 @@ public:
     // threads take this around every call into it.
     std::mutex& mutex() const { return mutex_; }
 
-    // Step outcomes, for the scheduler: a backend that failed this many
-    // steps in a row is unhealthy and gets no more nodes.
-    static constexpr int kMaxConsecutiveFailures = 3;
-    void note_failure() const { consecutive_failures_.fetch_add(1); }
-    void note_success() const { consecutive_failures_.store(0); }
-    bool healthy() const { return consecutive_failures_.load() < kMaxConsecutiveFailures; }
+    // Step outcomes, kept by the scheduler: an unhealthy backend gets no
+    // more nodes (backend_health.hpp says when that happens).
+    BackendHealth& health() const { return health_; }
+    bool healthy() const { return health_.healthy(); }
+    // The thread running this backend's steps against its deadline
+    // ([[backend]] step_timeout_ms); nullptr when it has none.
+    StepWorker* step_worker() const { return step_worker_.get(); }
     // The thermal governor moves work off a hot accelerator: placement skips
     // it while paused.
     bool thermally_paused() const { return paused_.load(); }
@@ -88,8 +94,9 @@ private:
     dwell_backend_context* ctx_;
     ManifestBackend entry_;
     mutable std::mutex mutex_;
-    mutable std::atomic<int> consecutive_failures_{0};
+    mutable BackendHealth health_;
     mutable std::atomic<bool> paused_{false};
+    std::unique_ptr<StepWorker> step_worker_;
 };
 
 // What happened to each [[backend]] entry of the manifest.
@@ -139,9 +146,14 @@ public:
     // Called by sessions after each step: rests as the governor's pacing asks.
     void pace(double step_seconds) const;
 
-    // The model plugin serving `architecture`; throws naming what was tried.
-    std::shared_ptr<LoadedPlugin> model_plugin_for(const std::string& architecture,
-                                                   const std::filesystem::path& model_path);
+    // Every model plugin listing `architecture`, in the order they are
+    // offered a model file: search folders in order, file names sorted within
+    // a folder (several plugins may serve variants of one architecture, e.g.
+    // dense and mixture-of-experts "llama" files; each declines the others').
+    // Throws naming the architectures served and the folders searched when
+    // none lists it.
+    std::vector<std::shared_ptr<LoadedPlugin>> model_plugins_for(
+        const std::string& architecture, const std::filesystem::path& model_path);
 
     // Folders searched for manifests when none is given.
     static std::vector<std::filesystem::path> manifest_dirs();
@@ -160,7 +172,6 @@ private:
     void choose_manifest(const RuntimeOptions& options);
     void select_backends(const RuntimeOptions& options);
     void start_thermal(const RuntimeOptions& options);
-    void warn_unimplemented() const;
 
     Manifest manifest_;
     std::string manifest_choice_;

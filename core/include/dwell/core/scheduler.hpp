@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,9 +39,12 @@ public:
     // Throws naming backend and node. With `weights`, each split runs in
     // segments whose streamed weights it makes resident first. A backend
     // that fails a split does not end the step: its nodes run on the next
-    // backend that takes them (with a warning), and after
-    // Backend::kMaxConsecutiveFailures failed steps in a row it gets no
-    // more nodes.
+    // backend that takes them, with a warning, and the failure goes into
+    // the backend's health (backend_health.hpp), which decides when it
+    // gets no more nodes. Failures: an error status; a result of another
+    // shape (the backend changed a tensor's descriptor); with a step
+    // deadline ([[backend]] step_timeout_ms), no result in time, or bytes
+    // written outside the step's buffers (isolated_step.hpp).
     void run(Graph& graph, const Placement& placement, WeightStreamer* weights = nullptr) const;
     // A few lines for the log: which layers and ops run where, and why
     // anything fell back.
@@ -48,10 +52,16 @@ public:
 
 private:
     bool allowed(const Backend& backend, const dwell_node& node) const;
-    // Runs nodes [first, end) on other backends than `failed`, each on the
-    // first that takes it; throws when one can run nowhere else.
-    void run_elsewhere(const dwell_graph& cg, const Graph& graph, const Backend& failed,
-                       int32_t first, int32_t end, const std::string& why) const;
+    // Runs nodes `ids` on `backend`; "" on success, else one line saying
+    // what went wrong (logged, and noted in the backend's health).
+    std::string try_run(const Backend& backend, const Graph& graph, const dwell_graph& cg,
+                        std::span<const int32_t> ids) const;
+    // Runs nodes [first, end) on backends not in `excluded`, each on the
+    // first healthy one that takes it; throws, with `why`, when one can run
+    // nowhere else.
+    void run_elsewhere(const dwell_graph& cg, const Graph& graph,
+                       std::vector<const Backend*> excluded, int32_t first, int32_t end,
+                       const std::string& why) const;
     std::vector<Backend*> backends_;
     bool strict_;
 };

@@ -26,6 +26,7 @@
 #include "dwell/core/kv_cache.hpp"
 #include "dwell/core/memory_pool.hpp"
 #include "dwell/core/scheduler.hpp"
+#include "dwell/model.h"
 
 namespace dwell {
 
@@ -45,6 +46,13 @@ struct SessionOptions {
     ContextFull on_full = ContextFull::Stop;
     int32_t n_keep = 0;  // with Shift: positions never dropped (e.g. a system prompt)
 };
+
+// The context a session gets when `requested` is asked for (0: the
+// model's training context, capped at 4096). Throws naming --ctx when it is
+// negative or above kSessionMaxContext; a context longer than the model's
+// training context is allowed, with a warning. Whether its KV cache fits
+// the memory is checked when the session is made.
+int32_t session_context_size(const dwell_model_info& info, int32_t requested);
 
 class Session {
 public:

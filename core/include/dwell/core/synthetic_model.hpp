@@ -1,39 +1,65 @@
-// Writes a Llama-shaped GGUF with deterministic random weights, so a model
-// exists on any machine for demos, tests and benchmarks. The vocabulary is
-// either taken from a sentencepiece .model file or generated: control
+// Writes a GGUF of a decoder-only model family with deterministic random
+// weights, so a model exists on any machine for demos, tests and
+// benchmarks. Families: llama (dense), qwen2 (biases on Q/K/V), gemma (its
+// own head size, always-tied output) and mixtral (GGUF architecture
+// "llama" with a mixture-of-experts FFN). The vocabulary is either taken
+// from a sentencepiece .model file or generated: for qwen2 a byte-level BPE
+// one (synthetic_bpe_vocab.hpp, pre-tokenizer "qwen2"); otherwise control
 // tokens, 256 byte-fallback tokens, printable characters, common English
 // word pieces and letter pieces (with every prefix, so BPE merges reach
 // them) up to n_vocab.
+//
+// The weights depend only on the spec's numbers and seed, never on the
+// vocabulary's contents: the same spec with another vocabulary of the same
+// size gives the same weights, and so the same logits for the same ids.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "dwell/tensor.h"
 
 namespace dwell {
 
-struct SyntheticLlamaSpec {
+enum class SyntheticFamily { llama, qwen2, gemma, mixtral };
+
+// "llama", "qwen2", "gemma", "mixtral".
+const char* synthetic_family_name(SyntheticFamily f);
+// Throws dwell::Error naming the accepted names for an unknown one.
+SyntheticFamily parse_synthetic_family(std::string_view name);
+
+struct SyntheticModelSpec {
+    SyntheticFamily family = SyntheticFamily::llama;
     int64_t n_embd = 256;
     int32_t n_layer = 4;
     int64_t n_head = 8;
     int64_t n_head_kv = 4;
-    int64_t n_ff = 688;
+    int64_t n_ff = 688;      // per expert for mixtral
     int64_t n_vocab = 1024;  // ignored when vocab_model is set
     int64_t n_ctx = 2048;
+    // 0: n_embd / n_head. Otherwise written as attention.key_length and
+    // value_length (gemma's heads need not split n_embd).
+    int64_t head_dim = 0;
+    int64_t n_expert = 0;       // mixtral: experts per layer (2..256)
+    int64_t n_expert_used = 0;  // mixtral: experts each token uses (1..n_expert)
     float rope_freq_base = 10000.0f;
     float rms_eps = 1e-5f;
-    bool tied_output = false;
-    dwell_dtype dtype = DWELL_F32;  // matrices; norms stay F32
+    bool tied_output = false;       // gemma is always tied
+    dwell_dtype dtype = DWELL_F32;  // matrices; norms, biases and routers stay F32
     float weight_std = 0.02f;
+    float norm_jitter = 0.0f;  // norm weights are 1 + norm_jitter * N(0, 1)
+    float bias_std = 0.0f;     // qwen2's Q/K/V biases (0: weight_std)
+    float router_std = 0.0f;   // mixtral's router (0: weight_std)
+    uint64_t alignment = 32;   // general.alignment: tensor data offsets
     uint64_t seed = 1;
     std::optional<std::filesystem::path> vocab_model;  // a sentencepiece .model
 };
 
 // Throws dwell::Error naming the option at fault (e.g. n_embd not a multiple
 // of n_head, or rows not a multiple of the quantization block).
-void write_synthetic_llama(const SyntheticLlamaSpec& spec, const std::filesystem::path& out);
+void write_synthetic_model(const SyntheticModelSpec& spec, const std::filesystem::path& out);
 
 }  // namespace dwell

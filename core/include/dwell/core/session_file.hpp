@@ -1,0 +1,95 @@
+// The session file: a saved conversation (its tokens, the logits after the
+// last one, and the KV rows of every layer), as Session::save writes it and
+// Session::restore reads it. The reader treats the file as untrusted: the
+// whole header is checked against the model, and the file's size against
+// the header, before the caller allocates anything for it.
+//
+// Little-endian, version 1:
+//   char[8] "DWELLSES", u32 version, u32 KV dtype (dwell_dtype), u32 n_layer,
+//   u32 n_ctx, u64 kv_width, u64 n_vocab, u64 weight bytes, u32 n_past,
+//   u32 n_logits (0 or n_vocab),
+//   i32 tokens[n_past], f32 logits[n_logits],
+//   per layer: its K rows [0, n_past), then its V rows,
+//   u64 XXH3-64 of every byte before it.
+//
+// Thread-safety: a reader or writer is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dwell/tensor.h"
+
+namespace dwell {
+
+// What a session file must agree with: the model it was saved with.
+struct SessionFileModel {
+    int64_t n_layer = 0;
+    int64_t kv_width = 0;
+    int64_t n_vocab = 0;
+    uint64_t weight_bytes = 0;  // tells apart two models of one shape
+    std::string source;         // the model file, for messages
+};
+
+// The conversation's sizes, as the header records them.
+struct SessionFileHeader {
+    dwell_dtype kv_dtype = DWELL_F16;
+    int32_t n_ctx = 0;
+    int32_t n_past = 0;
+    int32_t n_logits = 0;    // 0 (nothing decoded yet) or n_vocab
+    uint64_t row_bytes = 0;  // one KV row: dwell_row_bytes(kv_dtype, kv_width)
+};
+
+// The longest context a session file may record: the longest training
+// context a model may declare.
+inline constexpr int32_t kSessionMaxContext = int32_t{1} << 24;
+
+class SessionFileWriter {
+public:
+    // Writes into `path` + ".partial", renamed to `path` by finish(); an
+    // unfinished file is removed. Throws naming the file on I/O errors.
+    SessionFileWriter(const std::filesystem::path& path, const SessionFileModel& model,
+                      const SessionFileHeader& header);
+    ~SessionFileWriter();
+    SessionFileWriter(const SessionFileWriter&) = delete;
+    SessionFileWriter& operator=(const SessionFileWriter&) = delete;
+
+    // In file order: the tokens, the logits, then every KV row.
+    void write(const void* data, size_t bytes);
+    void finish();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+class SessionFileReader {
+public:
+    // Opens `path` and checks its header: magic and version, the model
+    // (DWELL_ERR_INVALID_ARGUMENT for a file of another model), the KV type,
+    // the sizes, and that the file is exactly as long as they say
+    // (DWELL_ERR_CORRUPT otherwise). Nothing sized by the file is allocated.
+    SessionFileReader(const std::filesystem::path& path, const SessionFileModel& model);
+    ~SessionFileReader();
+    SessionFileReader(const SessionFileReader&) = delete;
+    SessionFileReader& operator=(const SessionFileReader&) = delete;
+
+    const SessionFileHeader& header() const;
+
+    // Then, in file order:
+    std::vector<int32_t> read_tokens();  // each checked to be a token id
+    std::vector<float> read_logits();
+    void read_row(std::span<uint8_t> row);  // row.size() == header().row_bytes
+    // Checks the checksum and that nothing follows it.
+    void finish();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dwell

@@ -1,0 +1,53 @@
+#include "dwell/core/backend_health.hpp"
+
+namespace dwell {
+
+void BackendHealth::step_succeeded() {
+    std::lock_guard lock(mutex_);
+    ++report_.steps_run;
+    consecutive_errors_ = 0;
+}
+
+bool BackendHealth::step_failed(BackendFault fault, const std::string& what) {
+    std::lock_guard lock(mutex_);
+    ++report_.failed_steps;
+    report_.last_failure = what;
+    std::string reason;
+    switch (fault) {
+        case BackendFault::ErrorStatus:
+            ++report_.error_statuses;
+            if (++consecutive_errors_ >= kMaxConsecutiveFailures)
+                reason = "unhealthy after " + std::to_string(kMaxConsecutiveFailures) +
+                         " failed steps in a row";
+            break;
+        case BackendFault::Timeout:
+            ++report_.timeouts;
+            reason = "unhealthy after a step ran past its deadline";
+            break;
+        case BackendFault::WrongSize:
+            ++report_.wrong_sizes;
+            reason = "unhealthy after a wrong-size result";
+            break;
+    }
+    if (!report_.healthy || reason.empty()) return false;
+    report_.healthy = false;
+    report_.unhealthy_reason = reason;
+    return true;
+}
+
+bool BackendHealth::healthy() const {
+    std::lock_guard lock(mutex_);
+    return report_.healthy;
+}
+
+std::string BackendHealth::unhealthy_reason() const {
+    std::lock_guard lock(mutex_);
+    return report_.unhealthy_reason;
+}
+
+BackendHealthReport BackendHealth::report() const {
+    std::lock_guard lock(mutex_);
+    return report_;
+}
+
+}  // namespace dwell

@@ -1,0 +1,47 @@
+// The first step of byte-level BPE: splitting text into words (runs of
+// letters, digits, punctuation, whitespace) that merges never cross. Each
+// supported tokenizer.ggml.pre value names one splitting pattern:
+//   gpt2 kind:  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//   qwen2 kind: the same contractions in either case, [^\r\n\p{L}\p{N}]?\p{L}+,
+//               single digits \p{N}, ?[^\s\p{L}\p{N}]+[\r\n]*, \s*[\r\n]+, \s+(?!\S), \s+
+// \s is Unicode's White_Space property; the patterns run on PCRE2 (Unicode
+// categories from its tables, Unicode 14 in Debian 12's 10.42).
+//
+// Thread-safety: split() is const and safe from many threads.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dwell::bpe {
+
+enum class PreTokenizerKind { gpt2, qwen2 };
+
+// The kind a tokenizer.ggml.pre value selects; nullopt when unsupported.
+std::optional<PreTokenizerKind> pre_tokenizer_kind(std::string_view pre);
+// The supported tokenizer.ggml.pre values, for messages: "'gpt-2', ...".
+std::string supported_pre_tokenizers();
+
+class PreTokenizer {
+public:
+    explicit PreTokenizer(PreTokenizerKind kind);
+    PreTokenizer(PreTokenizer&&) noexcept;
+    PreTokenizer& operator=(PreTokenizer&&) noexcept;
+    ~PreTokenizer();
+
+    // Calls on_word with each word of `text` in order. Malformed UTF-8 is
+    // read leniently, as llama.cpp reads it, so that ids match: a byte that
+    // does not start a character (or starts one that the next bytes do not
+    // continue) becomes U+FFFD, and overlong forms are read as the code point
+    // they spell, so the words' bytes then differ from `text`'s.
+    void split(std::string_view text, const std::function<void(std::string_view)>& on_word) const;
+
+private:
+    struct Pattern;
+    std::unique_ptr<Pattern> pattern_;
+};
+
+}  // namespace dwell::bpe

@@ -1,0 +1,37 @@
+// libFuzzer target: a session file (what `dwell chat /load` and the C API
+// restore) read as Session::restore reads it: the header checked against
+// the model, then the tokens, the logits, every KV row and the checksum.
+// dwell::Error is the expected outcome for a bad file; anything else is a
+// finding, and so is a header that passes while asking for more bytes than
+// the file holds (the reader must refuse that before anything is sized by
+// it).
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "dwell/core/error.hpp"
+#include "dwell/core/session_file.hpp"
+#include "scratch_file.hpp"
+#include "session_file_model.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    static const dwell::fuzz::ScratchFile scratch("session");
+    static const dwell::SessionFileModel model = dwell::fuzz::session_file_model();
+    if (!scratch.write(data, size)) return 0;
+    try {
+        dwell::SessionFileReader in(scratch.path(), model);
+        const dwell::SessionFileHeader& h = in.header();
+        const uint64_t claimed = 56 + 8 + 4 * uint64_t(h.n_past) + 4 * uint64_t(h.n_logits) +
+                                 2 * uint64_t(model.n_layer) * uint64_t(h.n_past) * h.row_bytes;
+        if (claimed != size || h.n_past > h.n_ctx) __builtin_trap();
+        const std::vector<int32_t> tokens = in.read_tokens();
+        for (int32_t t : tokens)
+            if (t < 0 || t >= model.n_vocab) __builtin_trap();
+        (void)in.read_logits();
+        std::vector<uint8_t> row(h.row_bytes);
+        for (int64_t i = 0; i < 2 * model.n_layer * int64_t{h.n_past}; ++i) in.read_row(row);
+        in.finish();
+    } catch (const dwell::Error&) {
+    }
+    return 0;
+}

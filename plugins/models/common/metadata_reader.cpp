@@ -1,0 +1,72 @@
+#include "metadata_reader.hpp"
+
+#include <stdexcept>
+
+namespace dwell::model_kit {
+
+void check_range(const std::string& key, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) {
+        throw std::runtime_error("metadata key " + key + " = " + std::to_string(v) +
+                                 " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+    }
+}
+
+MetadataReader::MetadataReader(const dwell_metadata& meta) : meta_(meta) {
+    auto arch = string("general.architecture");
+    if (!arch || arch->empty())
+        throw std::runtime_error("metadata key general.architecture is missing");
+    arch_ = *arch;
+}
+
+std::string MetadataReader::arch_key(std::string_view suffix) const {
+    return arch_ + "." + std::string(suffix);
+}
+
+bool MetadataReader::has(const std::string& key) const {
+    double v = 0;
+    return meta_.get_float(meta_.self, key.c_str(), &v) != 0;
+}
+
+int64_t MetadataReader::require_int(const std::string& key, int64_t lo, int64_t hi) const {
+    int64_t v = 0;
+    if (!meta_.get_int(meta_.self, key.c_str(), &v))
+        throw std::runtime_error("metadata key " + key + " is missing or not an integer");
+    check_range(key, v, lo, hi);
+    return v;
+}
+
+int64_t MetadataReader::int_or(const std::string& key, int64_t fallback, int64_t lo,
+                               int64_t hi) const {
+    int64_t v = 0;
+    if (!meta_.get_int(meta_.self, key.c_str(), &v)) {
+        if (has(key)) throw std::runtime_error("metadata key " + key + " is not an integer");
+        return fallback;
+    }
+    check_range(key, v, lo, hi);
+    return v;
+}
+
+float MetadataReader::float_or(const std::string& key, float fallback) const {
+    double v = 0;
+    return meta_.get_float(meta_.self, key.c_str(), &v) ? static_cast<float>(v) : fallback;
+}
+
+std::optional<std::string> MetadataReader::string(const std::string& key) const {
+    const char* s = nullptr;
+    size_t len = 0;
+    if (!meta_.get_string(meta_.self, key.c_str(), &s, &len) || !s) return std::nullopt;
+    return std::string(s, len);
+}
+
+std::optional<TensorInfo> MetadataReader::tensor(const std::string& name) const {
+    TensorInfo t;
+    int32_t nd = 0;
+    int64_t ne[DWELL_MAX_DIMS] = {0, 0, 0, 0};
+    if (!meta_.get_tensor(meta_.self, name.c_str(), &t.dtype, &nd, ne)) return std::nullopt;
+    if (nd < 1 || nd > DWELL_MAX_DIMS)
+        throw std::runtime_error("tensor " + name + " has " + std::to_string(nd) + " dimensions");
+    t.ne.assign(ne, ne + nd);
+    return t;
+}
+
+}  // namespace dwell::model_kit

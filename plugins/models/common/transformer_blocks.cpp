@@ -1,0 +1,68 @@
+#include "transformer_blocks.hpp"
+
+#include <cmath>
+
+namespace dwell::model_kit {
+
+int32_t rms_norm(const Builder& b, int32_t x, int32_t weight, float eps) {
+    return b.op(DWELL_OP_MUL, {b.op(DWELL_OP_RMS_NORM, {x}, {}, {eps}), weight});
+}
+
+int32_t linear(const Builder& b, int32_t weight, int32_t x, int32_t bias) {
+    const int32_t y = b.op(DWELL_OP_MATMUL, {weight, x});
+    return bias >= 0 ? b.op(DWELL_OP_ADD, {y, bias}) : y;
+}
+
+int32_t self_attention(const Builder& b, const TransformerHParams& h, int32_t layer, int32_t x,
+                       int32_t positions, int64_t n_tokens, const AttentionOptions& o) {
+    const auto bias = [&](const char* what) {
+        return o.qkv_bias ? b.weight(layer_tensor(layer, what, "bias")) : -1;
+    };
+    int32_t q = linear(b, b.weight(layer_tensor(layer, "attn_q")), x, bias("attn_q"));
+    int32_t k = linear(b, b.weight(layer_tensor(layer, "attn_k")), x, bias("attn_k"));
+    int32_t v = linear(b, b.weight(layer_tensor(layer, "attn_v")), x, bias("attn_v"));
+    q = b.reshape(q, {h.head_dim, h.n_head, n_tokens});
+    k = b.reshape(k, {h.head_dim, h.n_head_kv, n_tokens});
+    v = b.reshape(v, {h.head_dim, h.n_head_kv, n_tokens});
+    q = b.op(DWELL_OP_ROPE, {q, positions}, {o.rope_mode, h.n_rot},
+             {h.rope_freq_base, h.rope_freq_scale});
+    k = b.op(DWELL_OP_ROPE, {k, positions}, {o.rope_mode, h.n_rot},
+             {h.rope_freq_base, h.rope_freq_scale});
+    const float scale =
+        o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(h.head_dim));
+    int32_t attn =
+        b.op(DWELL_OP_ATTENTION, {q, k, v, b.kv(layer, 0), b.kv(layer, 1), positions}, {}, {scale});
+    attn = b.reshape(attn, {h.q_width(), n_tokens});
+    return b.op(DWELL_OP_MATMUL, {b.weight(layer_tensor(layer, "attn_output")), attn});
+}
+
+void add_attention_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h, int32_t layer,
+                           bool qkv_bias) {
+    t.push_back({layer_tensor(layer, "attn_q"), {h.n_embd, h.q_width()}});
+    t.push_back({layer_tensor(layer, "attn_k"), {h.n_embd, h.kv_width()}});
+    t.push_back({layer_tensor(layer, "attn_v"), {h.n_embd, h.kv_width()}});
+    if (qkv_bias) {
+        t.push_back({layer_tensor(layer, "attn_q", "bias"), {h.q_width()}});
+        t.push_back({layer_tensor(layer, "attn_k", "bias"), {h.kv_width()}});
+        t.push_back({layer_tensor(layer, "attn_v", "bias"), {h.kv_width()}});
+    }
+    t.push_back({layer_tensor(layer, "attn_output"), {h.q_width(), h.n_embd}});
+}
+
+int32_t gated_feed_forward(const Builder& b, int32_t layer, int32_t x, GatedActivation act) {
+    const int32_t gate = b.op(DWELL_OP_MATMUL, {b.weight(layer_tensor(layer, "ffn_gate")), x});
+    const int32_t up = b.op(DWELL_OP_MATMUL, {b.weight(layer_tensor(layer, "ffn_up")), x});
+    const int32_t hidden = act == GatedActivation::swiglu
+                               ? b.op(DWELL_OP_SWIGLU, {gate, up})
+                               : b.op(DWELL_OP_MUL, {b.op(DWELL_OP_GELU, {gate}), up});
+    return b.op(DWELL_OP_MATMUL, {b.weight(layer_tensor(layer, "ffn_down")), hidden});
+}
+
+void add_gated_feed_forward_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h,
+                                    int32_t layer) {
+    t.push_back({layer_tensor(layer, "ffn_gate"), {h.n_embd, h.n_ff}});
+    t.push_back({layer_tensor(layer, "ffn_up"), {h.n_embd, h.n_ff}});
+    t.push_back({layer_tensor(layer, "ffn_down"), {h.n_ff, h.n_embd}});
+}
+
+}  // namespace dwell::model_kit

@@ -1,0 +1,50 @@
+// Graph blocks several decoder families share, and the tensors each reads.
+// Activations are [width, T] (row length first), T tokens in the batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph_builder.hpp"
+#include "tensor_spec.hpp"
+#include "transformer_hparams.hpp"
+
+namespace dwell::model_kit {
+
+// RMSNorm(x) times the weight vector `weight`.
+int32_t rms_norm(const Builder& b, int32_t x, int32_t weight, float eps);
+
+// weight x, plus `bias` broadcast over rows when bias >= 0.
+int32_t linear(const Builder& b, int32_t weight, int32_t x, int32_t bias = -1);
+
+struct AttentionOptions {
+    int32_t rope_mode = DWELL_ROPE_NORM;  // DWELL_ROPE_NORM or DWELL_ROPE_NEOX
+    float scale = 0.0f;                   // 0: 1 / sqrt(head_dim)
+    bool qkv_bias = false;                // blk.L.attn_{q,k,v}.bias are read
+};
+
+// Self-attention of `layer` on its normalised input x [n_embd, T]: Q/K/V
+// projections (plus biases), RoPE on Q and K, causal GQA attention over the
+// layer's KV cache, and the output projection -> [n_embd, T].
+int32_t self_attention(const Builder& b, const TransformerHParams& h, int32_t layer, int32_t x,
+                       int32_t positions, int64_t n_tokens, const AttentionOptions& o);
+
+// The tensors self_attention reads for `layer` (attn_norm not included).
+void add_attention_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h, int32_t layer,
+                           bool qkv_bias);
+
+// How a dense gated feed-forward block combines its gate and up projections.
+enum class GatedActivation {
+    swiglu,  // SiLU(gate) * up, one fused op (Llama, Qwen2)
+    geglu,   // GELU(gate) * up (Gemma)
+};
+
+// The dense gated feed-forward block of `layer` on its normalised input x
+// [n_embd, T]: ffn_down(act(ffn_gate x, ffn_up x)) -> [n_embd, T].
+int32_t gated_feed_forward(const Builder& b, int32_t layer, int32_t x, GatedActivation act);
+
+// The tensors gated_feed_forward reads for `layer` (ffn_norm not included).
+void add_gated_feed_forward_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h,
+                                    int32_t layer);
+
+}  // namespace dwell::model_kit

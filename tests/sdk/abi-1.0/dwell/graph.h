@@ -1,0 +1,142 @@
+/* dwell SDK — the graph IR shared by model plugins (producers) and backends
+ * (consumers).
+ *
+ * A graph is a flat array of tensors and a topologically ordered array of
+ * nodes. Each node reads up to DWELL_MAX_INPUTS tensors and writes exactly one
+ * output tensor (ATTENTION additionally writes the new keys and values into
+ * its cache inputs). Leaves (inputs, weights, KV caches) are tensors no node
+ * writes.
+ *
+ * Op contract — shapes use ne[] order (row length first). "[a, b]" means
+ * ne[0]=a, ne[1]=b. All activations are F32 unless stated.
+ *
+ *  GET_ROWS      in0 table [n, R] (any weight dtype), in1 ids I32 [k]
+ *                -> [n, k] F32: row ids[i] of the table, dequantized.
+ *  MATMUL        in0 weight [K, N] (any weight dtype), in1 x [K, M]
+ *                -> [N, M]: out[m][n] = sum_k W[n][k] * x[m][k].
+ *  ADD, MUL      in0 [n, ...], in1 same shape, or [n] broadcast over rows.
+ *  SCALE         in0 -> in0 * fparams[0].
+ *  RMS_NORM      in0 [n, R] -> x / sqrt(mean(x^2) + eps); fparams[0] = eps.
+ *  LAYER_NORM    in0 [n, R] -> (x - mean) / sqrt(var + eps); fparams[0] = eps.
+ *  ROPE          in0 [head_dim, n_head, T], in1 positions I32 [T].
+ *                iparams[0] = mode (DWELL_ROPE_NORM pairs (2i, 2i+1),
+ *                DWELL_ROPE_NEOX pairs (i, i + n_rot/2)), iparams[1] = n_rot
+ *                (rotated dims, <= head_dim; the rest pass through).
+ *                fparams[0] = freq_base, fparams[1] = freq_scale (linear
+ *                position scaling; 1 = none).
+ *                theta_i = pos * freq_scale * freq_base^(-2i/n_rot).
+ *  ATTENTION     in0 q [hd, n_head, T], in1 k [hd, n_kv, T], in2 v [hd, n_kv, T],
+ *                in3 k_cache [hd * n_kv, n_ctx], in4 v_cache (same),
+ *                in5 positions I32 [T].
+ *                First writes k/v of token t into cache row positions[t]
+ *                (converted to the cache dtype), then for each token t and
+ *                head h attends causally over cache rows 0..positions[t] with
+ *                kv head h / (n_head / n_kv) (GQA). fparams[0] = scale.
+ *                -> [hd, n_head, T].
+ *  SILU, GELU    elementwise (GELU: tanh approximation).
+ *  SWIGLU        in0 gate, in1 up (same shape) -> silu(gate) * up.
+ *  SOFTMAX       in0 [n, R] -> softmax over each row.
+ *  TOPK          in0 [n, R] -> I32 [k, R]: indices of the k largest values
+ *                per row, largest first; iparams[0] = k.
+ *  GATHER        in0 [n, R], in1 ids I32 [k, R] -> [k, R]: x[r][ids[r][i]].
+ *  EXPERT_MATMUL in0 weights [K, N, E], in1 x [K, T], in2 ids I32 [k, T]
+ *                -> [N, k, T]: expert ids[t][i] applied to token t.
+ *  MOE_COMBINE   in0 y [N, k, T], in1 w [k, T] -> [N, T]: sum_i w[t][i] * y[t][i].
+ *  CPY           in0 -> same shape in dtype iparams[0] (a dwell_dtype): conversion
+ *                or quantization.
+ *
+ * Thread-safety: a graph is immutable while a backend executes it.
+ * Ownership: the host owns graphs, tensors and node arrays; a plugin must
+ * not keep pointers into them past the call it received them in. */
+#ifndef DWELL_GRAPH_H
+#define DWELL_GRAPH_H
+
+#include <stdint.h>
+
+#include "dwell/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DWELL_MAX_INPUTS 6
+#define DWELL_MAX_PARAMS 8
+
+/* Values are part of the ABI: never renumber, only append. */
+typedef enum dwell_op {
+    DWELL_OP_NONE = 0, /* a leaf: input, weight or cache */
+    DWELL_OP_GET_ROWS = 1,
+    DWELL_OP_MATMUL = 2,
+    DWELL_OP_ADD = 3,
+    DWELL_OP_MUL = 4,
+    DWELL_OP_SCALE = 5,
+    DWELL_OP_RMS_NORM = 6,
+    DWELL_OP_LAYER_NORM = 7,
+    DWELL_OP_ROPE = 8,
+    DWELL_OP_ATTENTION = 9,
+    DWELL_OP_SILU = 10,
+    DWELL_OP_GELU = 11,
+    DWELL_OP_SWIGLU = 12,
+    DWELL_OP_SOFTMAX = 13,
+    DWELL_OP_TOPK = 14,
+    DWELL_OP_GATHER = 15,
+    DWELL_OP_EXPERT_MATMUL = 16,
+    DWELL_OP_MOE_COMBINE = 17,
+    DWELL_OP_CPY = 18,
+    DWELL_OP_COUNT = 19,
+    DWELL_OP_MIN_ENUM_ = -0x7fffffff - 1, /* 32 bits; any int32 loads safely */
+    DWELL_OP_MAX_ENUM_ = 0x7fffffff
+} dwell_op;
+
+enum { DWELL_ROPE_NORM = 0, DWELL_ROPE_NEOX = 1 };
+
+typedef struct dwell_node {
+    dwell_op op;
+    int32_t output; /* index into dwell_graph.tensors */
+    int32_t n_inputs;
+    int32_t inputs[DWELL_MAX_INPUTS];
+    int32_t iparams[DWELL_MAX_PARAMS];
+    float fparams[DWELL_MAX_PARAMS];
+    int32_t layer; /* model layer this node belongs to, -1 if none */
+} dwell_node;
+
+typedef struct dwell_graph {
+    uint32_t struct_size;
+    int32_t n_tensors;
+    dwell_tensor* tensors;
+    int32_t n_nodes;
+    const dwell_node* nodes;
+    /* Bytes from one element of `tensors` / `nodes` to the next. A newer
+     * host may append fields to dwell_tensor or dwell_node; index through
+     * dwell_graph_tensor() and dwell_graph_node(), never tensors[i]. */
+    uint32_t tensor_stride;
+    uint32_t node_stride;
+} dwell_graph;
+
+/* Element i, or NULL when i is out of range. A plugin built against a newer
+ * minor version reads fields appended after ABI 1.0 only when the stride
+ * shows the host's elements contain them. */
+static inline dwell_tensor* dwell_graph_tensor(const dwell_graph* g, int32_t i) {
+    if (!g || !g->tensors || i < 0 || i >= g->n_tensors) return (dwell_tensor*)0;
+    size_t stride = g->tensor_stride ? g->tensor_stride : sizeof(dwell_tensor);
+    return (dwell_tensor*)((char*)g->tensors + (size_t)i * stride);
+}
+
+static inline const dwell_node* dwell_graph_node(const dwell_graph* g, int32_t i) {
+    if (!g || !g->nodes || i < 0 || i >= g->n_nodes) return (const dwell_node*)0;
+    size_t stride = g->node_stride ? g->node_stride : sizeof(dwell_node);
+    return (const dwell_node*)((const char*)g->nodes + (size_t)i * stride);
+}
+
+static inline const char* dwell_op_name(dwell_op op) {
+    static const char* const names[DWELL_OP_COUNT] = {
+        "none",       "get_rows", "matmul",        "add",         "mul",  "scale",  "rms_norm",
+        "layer_norm", "rope",     "attention",     "silu",        "gelu", "swiglu", "softmax",
+        "topk",       "gather",   "expert_matmul", "moe_combine", "cpy"};
+    return (op >= 0 && op < DWELL_OP_COUNT) ? names[op] : "unknown";
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DWELL_GRAPH_H */
