@@ -45,6 +45,26 @@ std::string BackendHealth::unhealthy_reason() const {
     return report_.unhealthy_reason;
 }
 
+std::string describe(const BackendHealthReport& r) {
+    std::string out = r.healthy ? "healthy" : r.unhealthy_reason;
+    out += r.healthy ? ", " : " (";
+    out += std::to_string(r.steps_run) + " steps";
+    if (r.failed_steps > 0) {
+        std::string kinds;
+        const auto add = [&](uint64_t n, const char* one, const char* many) {
+            if (n == 0) return;
+            kinds.append(kinds.empty() ? "" : ", ").append(std::to_string(n));
+            kinds.append(" ").append(n == 1 ? one : many);
+        };
+        add(r.error_statuses, "error status", "error statuses");
+        add(r.timeouts, "timeout", "timeouts");
+        add(r.wrong_sizes, "wrong-size result", "wrong-size results");
+        out += ", " + std::to_string(r.failed_steps) + " failed: " + kinds;
+    }
+    if (!r.healthy) out += ")";
+    return out;
+}
+
 BackendHealthReport BackendHealth::report() const {
     std::lock_guard lock(mutex_);
     return report_;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dwell/core/error.hpp"
@@ -25,9 +26,6 @@ void row_to_f32(dwell_dtype t, const unsigned char* row, float* out, int64_t n) 
         case DWELL_Q8_0:
             dwell_dequantize_row_q8_0(reinterpret_cast<const dwell_block_q8_0*>(row), out, n);
             return;
-        case DWELL_FP8_E4M3:
-            for (int64_t i = 0; i < n; ++i) out[i] = dwell_fp8_e4m3_to_fp32(row[i]);
-            return;
         default:
             break;
     }
@@ -47,9 +45,6 @@ void f32_to_row(dwell_dtype t, const float* in, unsigned char* row, int64_t n) {
         }
         case DWELL_Q8_0:
             dwell_quantize_row_q8_0(in, reinterpret_cast<dwell_block_q8_0*>(row), n);
-            return;
-        case DWELL_FP8_E4M3:
-            for (int64_t i = 0; i < n; ++i) row[i] = dwell_fp32_to_fp8_e4m3(in[i]);
             return;
         default:
             break;
@@ -76,6 +71,63 @@ void rotate_row(const KeyRope& r, float* x, int64_t width, double delta) {
             h[a] = static_cast<float>(x0 * c - x1 * s);
             h[b] = static_cast<float>(x0 * s + x1 * c);
         }
+    }
+}
+
+// The running sums behind an FP8 key cache's offsets (quant.h): `done`
+// holds the decoded rows of the finished blocks, `open` those of the block
+// being walked. Offsets only grow with the position, so one pass keeps them.
+class Fp8KeyOffset {
+public:
+    explicit Fp8KeyOffset(int64_t width)
+        : done_(static_cast<size_t>(width)), open_(static_cast<size_t>(width)) {}
+
+    // Adds a row at position p; rows must come in position order.
+    void add(int64_t p, const uint8_t* row) {
+        if (p % DWELL_FP8_KEY_BLOCK == 0) close_block();
+        for (size_t i = 0; i < open_.size(); ++i) open_[i] += dwell_fp8_e4m3_to_fp32(row[i]);
+    }
+
+    // offset(p) for the next position p (all rows before it added).
+    const float* at(int64_t p) {
+        if (p % DWELL_FP8_KEY_BLOCK == 0) close_block();
+        offset_.resize(done_.size());
+        for (size_t i = 0; i < done_.size(); ++i) {
+            offset_[i] = done_[i] * (1.0f / DWELL_FP8_KEY_BLOCK);
+        }
+        return offset_.data();
+    }
+
+private:
+    void close_block() {
+        for (size_t i = 0; i < done_.size(); ++i) done_[i] += std::exchange(open_[i], 0.0f);
+    }
+
+    std::vector<float> done_, open_, offset_;
+};
+
+// Moves the keys of positions first..n_past-1 down by n_discard in an FP8
+// cache: each row decodes with its old offset, turns, and is stored again
+// with the offset of its new position. Rows are read before any row at or
+// above them is written, so one pass needs no copy of the cache.
+void shift_fp8_keys(KvCache& kv, int32_t layer, const std::optional<KeyRope>& rope, int64_t n_keep,
+                    int64_t n_discard, int64_t n_past) {
+    const int64_t width = kv.kv_width();
+    const int64_t first = n_keep + n_discard;
+    const auto row = [&](int64_t p) { return static_cast<uint8_t*>(kv.row(layer, 0, p)); };
+    Fp8KeyOffset old_offsets(width), new_offsets(width);
+    for (int64_t p = 0; p < first; ++p) old_offsets.add(p, row(p));
+    for (int64_t p = 0; p < n_keep; ++p) new_offsets.add(p, row(p));
+    std::vector<float> key(static_cast<size_t>(width));
+    for (int64_t pos = first; pos < n_past; ++pos) {
+        const float* offset = old_offsets.at(pos);
+        for (int64_t i = 0; i < width; ++i)
+            key[i] = dwell_fp8_e4m3_to_fp32(row(pos)[i]) + offset[i];
+        old_offsets.add(pos, row(pos));
+        if (rope) rotate_row(*rope, key.data(), width, -static_cast<double>(n_discard));
+        const int64_t to = pos - n_discard;
+        dwell_fp8_encode_key(key.data(), new_offsets.at(to), nullptr, width, row(to));
+        new_offsets.add(to, row(to));
     }
 }
 
@@ -113,10 +165,18 @@ void shift_context(KvCache& kv, const std::optional<KeyRope>& rope, int64_t n_ke
     const int64_t width = kv.kv_width();
     std::vector<float> buf(static_cast<size_t>(width));
     for (int32_t l = 0; l < kv.n_layer(); ++l) {
+        // Values move as they are.
+        for (int64_t pos = n_keep + n_discard; pos < n_past; ++pos) {
+            std::memcpy(kv.row(l, 1, pos - n_discard), kv.row(l, 1, pos), kv.row_bytes());
+        }
+        // An FP8 key's offset depends on its position, so even unturned
+        // keys are stored again.
+        if (kv.dtype() == DWELL_FP8_E4M3) {
+            shift_fp8_keys(kv, l, rope, n_keep, n_discard, n_past);
+            continue;
+        }
         for (int64_t pos = n_keep + n_discard; pos < n_past; ++pos) {
             const int64_t to = pos - n_discard;
-            // Values move as they are.
-            std::memcpy(kv.row(l, 1, to), kv.row(l, 1, pos), kv.row_bytes());
             if (!rope) {
                 std::memcpy(kv.row(l, 0, to), kv.row(l, 0, pos), kv.row_bytes());
                 continue;

@@ -71,6 +71,30 @@ bool reads_volatile_weight(const dwell_graph& g, const dwell_node& node) {
     return false;
 }
 
+// Before ABI 1.4 an FP8_E4M3 key cache held plain codes (graph.h).
+bool attends_over_fp8_keys(const dwell_graph& g, const dwell_node& node) {
+    if (node.op != DWELL_OP_ATTENTION || node.n_inputs < 4) return false;
+    const dwell_tensor* cache = dwell_graph_tensor(&g, node.inputs[3]);
+    return cache != nullptr && cache->dtype == DWELL_FP8_E4M3;
+}
+
+// Why a backend must not get a node its ABI minor predates, or "".
+std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const Backend& be) {
+    const uint32_t minor = be.plugin().info().abi_minor;
+    const char* what = nullptr;
+    const char* since = nullptr;
+    if (minor < 2 && reads_volatile_weight(g, node)) {
+        what = "streamed weights";
+        since = "1.2";
+    } else if (minor < 4 && attends_over_fp8_keys(g, node)) {
+        what = "the FP8 key encoding";
+        since = "1.4";
+    }
+    if (what == nullptr) return "";
+    return be.label() + ": built against dwell ABI " + be.plugin().abi_version() +
+           ", which predates " + what + " (rebuild it against " + since + " or later)";
+}
+
 }  // namespace
 
 Placement Scheduler::place(Graph& graph) const {
@@ -92,12 +116,11 @@ Placement Scheduler::place(Graph& graph) const {
                             be.health().unhealthy_reason();
                 continue;
             }
-            if (reads_volatile_weight(cg, node) && be.plugin().info().abi_minor < 2) {
-                // Before ABI 1.2 a backend cannot tell a streamed weight, whose
-                // memory changes between steps, from one it may cache.
-                declined += (declined.empty() ? "" : ", ") + be.label() +
-                            ": built against dwell ABI " + be.plugin().abi_version() +
-                            ", which predates streamed weights (rebuild it against 1.2 or later)";
+            // Before ABI 1.2 a backend cannot tell a streamed weight, whose
+            // memory changes between steps, from one it may cache; before 1.4
+            // it reads FP8 key caches as plain codes.
+            if (const std::string old = abi_too_old_for(cg, node, be); !old.empty()) {
+                declined += (declined.empty() ? "" : ", ") + old;
                 continue;
             }
             if (be.thermally_paused()) {

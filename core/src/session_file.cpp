@@ -22,7 +22,9 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr char kMagic[8] = {'D', 'W', 'E', 'L', 'L', 'S', 'E', 'S'};
-constexpr uint32_t kVersion = 1;
+// 2: FP8_E4M3 keys hold offset keys (quant.h); version 1 files are read
+// unless their keys are FP8.
+constexpr uint32_t kVersion = 2;
 constexpr size_t kHeaderBytes = 56;
 constexpr size_t kChecksumBytes = 8;
 
@@ -162,11 +164,18 @@ void SessionFileReader::Impl::check_header(uint64_t file_bytes) {
     if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) corrupt("bad magic");
     const uint8_t* p = bytes.data() + sizeof kMagic;
     const auto version = get_le<uint32_t>(p);
-    if (version != kVersion) {
-        corrupt("version " + std::to_string(version) + ", this dwell reads " +
+    if (version != kVersion && version != 1) {
+        corrupt("version " + std::to_string(version) + ", this dwell reads 1 and " +
                 std::to_string(kVersion));
     }
     const auto dtype = get_le<uint32_t>(p);
+    if (version == 1 && dtype == DWELL_FP8_E4M3) {
+        throw Error(
+            DWELL_ERR_UNSUPPORTED,
+            path.string() + ": the session's FP8 keys are in the plain encoding of " +
+                "dwell ABI 1.3 and earlier (file version 1), which this dwell no longer reads: " +
+                "run the conversation's prompt again instead of restoring it");
+    }
     const auto n_layer = get_le<uint32_t>(p);
     const auto n_ctx = get_le<uint32_t>(p);
     const auto kv_width = get_le<uint64_t>(p);

@@ -168,6 +168,36 @@ dwell_status dwell_runtime_stats_get(const dwell_runtime* runtime, dwell_runtime
     });
 }
 
+dwell_status dwell_backend_stats_get(const dwell_runtime* runtime, uint32_t index,
+                                     dwell_backend_stats* stats, dwell_error* error) {
+    if (!runtime || !stats)
+        return fail(error, DWELL_ERR_INVALID_ARGUMENT, "dwell_backend_stats_get: NULL argument");
+    if (too_small(stats, sizeof(dwell_backend_stats)))
+        return fail(error, DWELL_ERR_INVALID_ARGUMENT,
+                    "dwell_backend_stats_get: stats.struct_size is too small");
+    return guarded(error, [&] {
+        const auto& backends = runtime->runtime->backends();
+        if (index >= backends.size()) {
+            throw dwell::Error(DWELL_ERR_INVALID_ARGUMENT,
+                               "dwell_backend_stats_get: backend " + std::to_string(index) +
+                                   " of " + std::to_string(backends.size()) +
+                                   " (use 0 .. n_backends - 1 of dwell_runtime_stats)");
+        }
+        const dwell::Backend& b = *backends[index];
+        const dwell::BackendHealthReport r = b.health().report();
+        copy_string(stats->label, sizeof stats->label, b.label());
+        stats->healthy = r.healthy;
+        stats->steps_run = r.steps_run;
+        stats->failed_steps = r.failed_steps;
+        stats->error_statuses = r.error_statuses;
+        stats->timeouts = r.timeouts;
+        stats->wrong_sizes = r.wrong_sizes;
+        copy_string(stats->unhealthy_reason, sizeof stats->unhealthy_reason, r.unhealthy_reason);
+        copy_string(stats->last_failure, sizeof stats->last_failure, r.last_failure);
+        return DWELL_OK;
+    });
+}
+
 dwell_status dwell_llm_load(dwell_runtime* runtime, const char* path, dwell_llm** out,
                             dwell_error* error) {
     if (!runtime || !path || !out)

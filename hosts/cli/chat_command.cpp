@@ -167,7 +167,15 @@ public:
                       last_.n_generated, last_.generation_tokens_per_second(), last_.n_prompt,
                       last_.prompt_tokens_per_second(), s.placement_summary().c_str());
         std::string out = line;
-        if (const auto t = runtime_.thermal_state()) out += "\n" + thermal_line(*t);
+        out += "\nbackends:";
+        // Appends, not operator+ chains: GCC 12 warns falsely (-Wrestrict) on those.
+        for (const auto& b : runtime_.backends()) {
+            out.append(&b == &runtime_.backends().front() ? " " : " | ")
+                .append(b->label())
+                .append(" ")
+                .append(describe(b->health().report()));
+        }
+        if (const auto t = runtime_.thermal_state()) out.append("\n").append(thermal_line(*t));
         return out;
     }
 

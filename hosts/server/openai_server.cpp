@@ -205,6 +205,8 @@ void OpenAiServer::Impl::routes() {
         g.memory_used_bytes = pool.used_bytes;
         g.memory_budget_bytes = pool.budget_bytes;
         g.thermal = runtime.thermal_state();
+        for (const auto& b : runtime.backends())
+            g.backends.emplace_back(b->label(), b->health().report());
         res.set_content(metrics.render(g), "text/plain; version=0.0.4");
         metrics.request("/metrics", 200);
     });

@@ -4,6 +4,20 @@
 
 namespace dwell::server {
 
+namespace {
+
+// A Prometheus label value: backslash, quote and line feed escaped.
+std::string label_value(const std::string& s) {
+    std::string out;
+    for (const char c : s) {
+        if (c == '\\' || c == '"') out += '\\';
+        out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    }
+    return out;
+}
+
+}  // namespace
+
 void ServerMetrics::request(const std::string& endpoint, int status) {
     std::lock_guard lock(mutex_);
     ++requests_[{endpoint, status}];
@@ -55,6 +69,29 @@ std::string ServerMetrics::render(const Gauges& g) const {
         << "# HELP dwell_memory_budget_bytes The memory budget (0: none).\n"
            "# TYPE dwell_memory_budget_bytes gauge\n"
         << "dwell_memory_budget_bytes " << g.memory_budget_bytes << "\n";
+    if (!g.backends.empty()) {
+        out << "# HELP dwell_backend_healthy Whether the scheduler still gives the backend work.\n"
+               "# TYPE dwell_backend_healthy gauge\n";
+        for (const auto& [label, r] : g.backends)
+            out << "dwell_backend_healthy{backend=\"" << label_value(label) << "\"} "
+                << (r.healthy ? 1 : 0) << "\n";
+        out << "# HELP dwell_backend_steps_total Steps the backend ran without a fault.\n"
+               "# TYPE dwell_backend_steps_total counter\n";
+        for (const auto& [label, r] : g.backends)
+            out << "dwell_backend_steps_total{backend=\"" << label_value(label) << "\"} "
+                << r.steps_run << "\n";
+        out << "# HELP dwell_backend_failed_steps_total Steps rerun on the next backend, by "
+               "fault.\n"
+               "# TYPE dwell_backend_failed_steps_total counter\n";
+        for (const auto& [label, r] : g.backends) {
+            const std::pair<const char*, uint64_t> faults[] = {{"error_status", r.error_statuses},
+                                                               {"timeout", r.timeouts},
+                                                               {"wrong_size", r.wrong_sizes}};
+            for (const auto& [fault, n] : faults)
+                out << "dwell_backend_failed_steps_total{backend=\"" << label_value(label)
+                    << "\",fault=\"" << fault << "\"} " << n << "\n";
+        }
+    }
     if (g.thermal) {
         const ThermalState& t = *g.thermal;
         const ThermalActions& a = t.actions;

@@ -9,7 +9,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "dwell/core/backend_health.hpp"
 #include "dwell/core/thermal_governor.hpp"
 
 namespace dwell::server {
@@ -28,6 +31,8 @@ public:
         uint64_t memory_used_bytes = 0;
         uint64_t memory_budget_bytes = 0;
         std::optional<ThermalState> thermal;  // when the governor runs
+        // Each backend's label and health, in the runtime's order.
+        std::vector<std::pair<std::string, BackendHealthReport>> backends;
     };
     std::string render(const Gauges& g) const;
 

@@ -23,6 +23,7 @@
 
 #include "dwell/core/runtime.hpp"
 #include "dwell/quant.h"
+#include "fp8_key_reference.hpp"
 #include "op_test_graph.hpp"
 #include "test_paths.hpp"
 
@@ -72,6 +73,39 @@ std::vector<double> decode_rows(OpTestGraph& g, int id) {
 
 std::vector<double> to_double(const std::vector<float>& v) {
     return {v.begin(), v.end()};
+}
+
+// Causal GQA attention in double: token t (position n_old + t) of query
+// q [hd, nh, T] over key and value rows 0..n_old + t (by position).
+std::vector<double> ref_attention(const std::vector<float>& q,
+                                  const std::vector<std::vector<double>>& keys,
+                                  const std::vector<std::vector<double>>& values, int64_t hd,
+                                  int64_t nh, int64_t nkv, int64_t T, int64_t n_old, float scale) {
+    std::vector<double> want(static_cast<size_t>(hd * nh * T));
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < nh; ++h) {
+            const int64_t gk = h / (nh / nkv);
+            const auto n_keys = static_cast<size_t>(n_old + t + 1);
+            std::vector<double> s(n_keys);
+            double mx = -1e300;
+            for (size_t j = 0; j < n_keys; ++j) {
+                double d = 0;
+                for (int64_t i = 0; i < hd; ++i)
+                    d += q[static_cast<size_t>((t * nh + h) * hd + i)] *
+                         keys[j][static_cast<size_t>(gk * hd + i)];
+                s[j] = d * scale;
+                mx = std::max(mx, s[j]);
+            }
+            double sum = 0;
+            for (double& x : s) sum += (x = std::exp(x - mx));
+            for (int64_t i = 0; i < hd; ++i) {
+                double o = 0;
+                for (size_t j = 0; j < n_keys; ++j)
+                    o += s[j] / sum * values[j][static_cast<size_t>(gk * hd + i)];
+                want[static_cast<size_t>((t * nh + h) * hd + i)] = o;
+            }
+        }
+    return want;
 }
 
 // A value rounded to the cache dtype the way the contract stores it.
@@ -382,33 +416,100 @@ std::vector<Case> all_cases() {
                      g.set<int32_t>(pos, {2, 3, 4});
                      const int out = g.tensor(DWELL_F32, {hd, nh, T});
                      g.node(DWELL_OP_ATTENTION, out, {q, k, v, kc, vc, pos}, {}, {scale});
-                     std::vector<double> want(static_cast<size_t>(hd * nh * T));
-                     for (int64_t t = 0; t < T; ++t)
-                         for (int64_t h = 0; h < nh; ++h) {
-                             const int64_t gk = h / (nh / nkv);
-                             const int64_t n_keys = 2 + t + 1;
-                             std::vector<double> s(static_cast<size_t>(n_keys));
-                             double mx = -1e300;
-                             for (int64_t j = 0; j < n_keys; ++j) {
-                                 double d = 0;
-                                 for (int64_t i = 0; i < hd; ++i)
-                                     d += qv[(t * nh + h) * hd + i] * kr[j][gk * hd + i];
-                                 s[j] = d * scale;
-                                 mx = std::max(mx, s[j]);
-                             }
-                             double sum = 0;
-                             for (double& x : s) sum += (x = std::exp(x - mx));
-                             for (int64_t i = 0; i < hd; ++i) {
-                                 double o = 0;
-                                 for (int64_t j = 0; j < n_keys; ++j)
-                                     o += s[j] / sum * vr[j][gk * hd + i];
-                                 want[(t * nh + h) * hd + i] = o;
-                             }
-                         }
-                     return want;
+                     return ref_attention(qv, kr, vr, hd, nh, nkv, T, 2, scale);
                  },
                  tol});
         }
+    }
+    // ATTENTION over an FP8 cache long enough for key offsets (quant.h): 30
+    // cached positions (keys with a large shared part, stored by the
+    // contract with plain rounding), then 4 tokens at 30..33, across the
+    // block boundary at 32, whose keys the backend stores against their
+    // queries.
+    for (const bool paged : {false, true}) {
+        cases.push_back(
+            {std::string("attention_fp8_e4m3_offset_keys") + (paged ? "_paged" : ""),
+             [paged](OpTestGraph& g) {
+                 const int64_t hd = 32, nh = 4, nkv = 2, T = 4, width = hd * nkv, n_old = 30;
+                 const int64_t ctx = 40, rpp = 8;
+                 const float scale = 1.0f / std::sqrt(float(hd));
+                 const auto shared = random_floats(static_cast<size_t>(width), 20, -12, 12);
+                 const auto with_shared = [&](std::vector<float> x) {
+                     for (size_t i = 0; i < x.size(); ++i) x[i] += shared[i % shared.size()];
+                     return x;
+                 };
+                 const auto qv = random_floats(static_cast<size_t>(hd * nh * T), 21);
+                 const auto kv = with_shared(random_floats(static_cast<size_t>(width * T), 22));
+                 const auto vv = random_floats(static_cast<size_t>(width * T), 23);
+                 const auto old_k =
+                     with_shared(random_floats(static_cast<size_t>(width * n_old), 24));
+                 const auto old_v = random_floats(static_cast<size_t>(width * n_old), 25);
+                 const int q = g.tensor(DWELL_F32, {hd, nh, T});
+                 const int k = g.tensor(DWELL_F32, {hd, nkv, T});
+                 const int v = g.tensor(DWELL_F32, {hd, nkv, T});
+                 g.set(q, qv);
+                 g.set(k, kv);
+                 g.set(v, vv);
+                 // Key rows by position, the old ones by the contract; the
+                 // new ones as the backend must store them.
+                 std::vector<std::vector<uint8_t>> k_rows, v_rows;
+                 const auto plain = [&](const float* x) {
+                     std::vector<uint8_t> r(static_cast<size_t>(width));
+                     for (int64_t i = 0; i < width; ++i)
+                         r[static_cast<size_t>(i)] = dwell_fp32_to_fp8_e4m3(x[i]);
+                     return r;
+                 };
+                 for (int64_t r = 0; r < n_old; ++r) {
+                     k_rows.push_back(test::ref_fp8_key_codes(
+                         &old_k[static_cast<size_t>(r * width)],
+                         test::ref_fp8_key_offset(k_rows, r, width), {}, hd));
+                     v_rows.push_back(plain(&old_v[static_cast<size_t>(r * width)]));
+                 }
+                 int kc, vc;
+                 std::vector<int32_t> table;
+                 const auto row_at = [&](int kind, int64_t r) {
+                     if (!paged) return g.row(kind ? vc : kc, r);
+                     return g.row(kc,
+                                  table[static_cast<size_t>(2 * (r / rpp) + kind)] * rpp + r % rpp);
+                 };
+                 if (!paged) {
+                     kc = g.tensor(DWELL_FP8_E4M3, {width, ctx});
+                     vc = g.tensor(DWELL_FP8_E4M3, {width, ctx});
+                 } else {
+                     kc = g.tensor(DWELL_FP8_E4M3, {width, rpp, 12});
+                     vc = g.tensor(DWELL_I32, {2, ctx / rpp});
+                     table = {7, 2, 0, 9, 4, 11, 1, 6, 10, 3};
+                     g.set<int32_t>(vc, table);
+                 }
+                 for (int64_t r = 0; r < n_old; ++r) {
+                     std::memcpy(row_at(0, r), k_rows[static_cast<size_t>(r)].data(),
+                                 static_cast<size_t>(width));
+                     std::memcpy(row_at(1, r), v_rows[static_cast<size_t>(r)].data(),
+                                 static_cast<size_t>(width));
+                 }
+                 for (int64_t t = 0; t < T; ++t) {
+                     const auto sums = test::ref_fp8_query_sums(
+                         &qv[static_cast<size_t>(t * hd * nh)], hd, nh, nkv);
+                     k_rows.push_back(test::ref_fp8_key_codes(
+                         &kv[static_cast<size_t>(t * width)],
+                         test::ref_fp8_key_offset(k_rows, n_old + t, width), sums, hd));
+                     v_rows.push_back(plain(&vv[static_cast<size_t>(t * width)]));
+                 }
+                 const int pos = g.tensor(DWELL_I32, {T});
+                 g.set<int32_t>(pos, {30, 31, 32, 33});
+                 const int out = g.tensor(DWELL_F32, {hd, nh, T});
+                 g.node(DWELL_OP_ATTENTION, out, {q, k, v, kc, vc, pos}, {}, {scale});
+                 std::vector<std::vector<double>> keys, values;
+                 for (int64_t j = 0; j < n_old + T; ++j) {
+                     keys.push_back(test::ref_fp8_key_decode(k_rows, j, width));
+                     std::vector<double> v_row;
+                     for (const uint8_t c : v_rows[static_cast<size_t>(j)])
+                         v_row.push_back(test::ref_fp8_value(c));
+                     values.push_back(std::move(v_row));
+                 }
+                 return ref_attention(qv, keys, values, hd, nh, nkv, T, n_old, scale);
+             },
+             3e-3});
     }
     // CPY: conversion to f16 and quantization to q8_0 (read back decoded).
     for (const dwell_dtype to : {DWELL_F32, DWELL_F16, DWELL_Q8_0}) {
@@ -548,7 +649,8 @@ protected:
             ::setenv("DWELL_HEXAGON_FASTRPC_LIB", DWELL_TEST_FAKE_CDSPRPC, 1);
 #endif
 #ifdef DWELL_TEST_FAKE_NEURON
-        if (GetParam().backend == "apu") ::setenv("DWELL_APU_NEURON_LIB", DWELL_TEST_FAKE_NEURON, 1);
+        if (GetParam().backend == "apu")
+            ::setenv("DWELL_APU_NEURON_LIB", DWELL_TEST_FAKE_NEURON, 1);
 #endif
 #ifdef DWELL_TEST_FAKE_NNRT
         if (GetParam().backend == "nnrt") ::setenv("DWELL_NNRT_LIB_DIR", DWELL_TEST_FAKE_NNRT, 1);

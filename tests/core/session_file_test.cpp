@@ -28,7 +28,7 @@ const dwell::SessionFileModel kModel{2, 4, 10, 12345, "model.gguf"};
 // The header bytes as the format documents them, built without the writer.
 struct RawHeader {
     std::string magic = "DWELLSES";
-    uint32_t version = 1, dtype = DWELL_F16, n_layer = 2, n_ctx = 16;
+    uint32_t version = 2, dtype = DWELL_F16, n_layer = 2, n_ctx = 16;
     uint64_t kv_width = 4, n_vocab = 10, weight_bytes = 12345;
     uint32_t n_past = 3, n_logits = 10;
 };
@@ -53,6 +53,13 @@ std::string header_bytes(const RawHeader& h) {
     return out;
 }
 
+// Bytes of a KV row of the header's type (8 for a type dwell does not know).
+size_t row_bytes(const RawHeader& h) {
+    const uint64_t n =
+        dwell_row_bytes(static_cast<dwell_dtype>(h.dtype), static_cast<int64_t>(h.kv_width));
+    return n != 0 ? static_cast<size_t>(n) : 8;
+}
+
 // A complete file: header, tokens 1..n_past, logits 0.5 * i, rows of byte
 // value (layer * 2 + which) * 16 + pos, then the checksum.
 std::string file_bytes(const RawHeader& h) {
@@ -67,7 +74,7 @@ std::string file_bytes(const RawHeader& h) {
     for (uint32_t l = 0; l < h.n_layer; ++l)
         for (uint32_t which = 0; which < 2; ++which)
             for (uint32_t pos = 0; pos < h.n_past; ++pos)
-                out.append(8, static_cast<char>((l * 2 + which) * 16 + pos));
+                out.append(row_bytes(h), static_cast<char>((l * 2 + which) * 16 + pos));
     append_le<uint64_t>(out, XXH3_64bits(out.data(), out.size()));
     return out;
 }
@@ -256,8 +263,30 @@ TEST_F(SessionFileTest, BadMagicAndVersion) {
     h.magic = "DWELLSEX";
     expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "bad magic");
     h = RawHeader{};
+    h.version = 3;
+    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "version 3, this dwell reads 1 and 2");
+}
+
+// Version 1 differs only in FP8 keys (plain codes then, offset keys now):
+// other KV types still restore, FP8 ones are refused in one line.
+TEST_F(SessionFileTest, VersionOneIsReadUnlessItsKeysAreFp8) {
+    RawHeader h;
+    h.version = 1;
+    const fs::path p = write(file_bytes(h));
+    dwell::SessionFileReader r(p, kModel);
+    EXPECT_EQ(r.read_tokens(), (std::vector<int32_t>{1, 2, 3}));
+    (void)r.read_logits();
+    std::vector<uint8_t> row(r.header().row_bytes);
+    for (int i = 0; i < 2 * 2 * 3; ++i) r.read_row(row);
+    EXPECT_EQ(row[0], (1 * 2 + 1) * 16 + 2);
+    r.finish();
+
+    h.dtype = DWELL_FP8_E4M3;
+    expect_refused(file_bytes(h), DWELL_ERR_UNSUPPORTED,
+                   "FP8 keys are in the plain encoding of dwell ABI 1.3 and earlier");
     h.version = 2;
-    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "version 2, this dwell reads 1");
+    const fs::path fp8 = write(file_bytes(h));
+    EXPECT_NO_THROW(dwell::SessionFileReader(fp8, kModel));
 }
 
 TEST_F(SessionFileTest, FolderIsNotASessionFile) {

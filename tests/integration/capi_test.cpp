@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <mutex>
 #include <thread>
 
@@ -115,6 +116,19 @@ TEST_F(CApi, GreedyTokensEqualLlamaCppAndContinueAcrossCalls) {
         EXPECT_GT(rs.kv_pages_in_use, 0u);
         EXPECT_EQ(rs.n_backends, 1u);
         EXPECT_NE(std::string(rs.manifest).find("cpu.toml"), std::string::npos);
+        dwell_backend_stats bs;
+        bs.struct_size = sizeof bs;
+        ASSERT_EQ(dwell_backend_stats_get(rt_, 0, &bs, &err_), DWELL_OK) << err_.message;
+        EXPECT_STREQ(bs.label, "cpu/cpu0");
+        EXPECT_EQ(bs.healthy, 1);
+        EXPECT_GT(bs.steps_run, 0u);
+        EXPECT_EQ(bs.failed_steps, 0u);
+        EXPECT_STREQ(bs.unhealthy_reason, "");
+        EXPECT_EQ(dwell_backend_stats_get(rt_, 1, &bs, &err_), DWELL_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(err_.message).find("backend 1 of 1"), std::string::npos)
+            << err_.message;
+        bs.struct_size = offsetof(dwell_backend_stats, last_failure);
+        EXPECT_EQ(dwell_backend_stats_get(rt_, 0, &bs, &err_), DWELL_ERR_INVALID_ARGUMENT);
         dwell_session_free(s);
     }
 }

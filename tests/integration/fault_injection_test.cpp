@@ -93,6 +93,8 @@ TEST_F(FaultInjection, AnErrorAtTheNthCallRerunsThatStepAndTheBackendStaysInUse)
         EXPECT_EQ(h.failed_steps, 1u);
         EXPECT_EQ(h.error_statuses, 1u);
         EXPECT_GT(h.steps_run, 20u);  // it went on computing adds after the failure
+        EXPECT_EQ(describe(h),
+                  "healthy, " + std::to_string(h.steps_run) + " steps, 1 failed: 1 error status");
         EXPECT_NE(h.last_failure.find("partial/adder0 failed on nodes"), std::string::npos)
             << h.last_failure;
         EXPECT_NE(h.last_failure.find("injected failure (call 10)"), std::string::npos)
@@ -115,6 +117,9 @@ TEST_F(FaultInjection, ErrorsFromTheNthCallOnMakeTheBackendUnhealthy) {
         EXPECT_FALSE(h.healthy);
         EXPECT_EQ(h.error_statuses, 3u);  // then it got no more nodes
         EXPECT_EQ(h.unhealthy_reason, "unhealthy after 3 failed steps in a row");
+        EXPECT_EQ(describe(h), "unhealthy after 3 failed steps in a row (" +
+                                   std::to_string(h.steps_run) +
+                                   " steps, 3 failed: 3 error statuses)");
         EXPECT_NE(log.text().find("partial/adder0 is now unhealthy after 3 failed steps in a row "
                                   "and gets no more nodes"),
                   std::string::npos)
@@ -137,6 +142,8 @@ TEST_F(FaultInjection, AHangPastTheStepDeadlineIsAbandonedAndRerun) {
         EXPECT_FALSE(h.healthy);
         EXPECT_EQ(h.timeouts, 1u);
         EXPECT_EQ(h.unhealthy_reason, "unhealthy after a step ran past its deadline");
+        EXPECT_EQ(describe(h), "unhealthy after a step ran past its deadline (" +
+                                   std::to_string(h.steps_run) + " steps, 1 failed: 1 timeout)");
         EXPECT_NE(h.last_failure.find("no result within its step_timeout_ms of 1000 ms"),
                   std::string::npos)
             << h.last_failure;

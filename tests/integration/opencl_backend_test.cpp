@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <span>
 
 #include "dwell/core/error.hpp"
 #include "dwell/core/model.hpp"
+#include "dwell/core/perplexity.hpp"
 #include "dwell/core/runtime.hpp"
 #include "dwell/core/session.hpp"
 #include "integration_support.hpp"
@@ -70,6 +73,41 @@ protected:
             << placement;
     }
 
+    // cpu first, opencl second: sessions pick their backend with use_backend.
+    RuntimeOptions cpu_then_opencl(const std::string& name) {
+        RuntimeOptions o;
+        o.manifest = dir_.write(name,
+                                "[device]\nname = \"switch test\"\n[[backend]]\nplugin = "
+                                "\"cpu\"\n[[backend]]\nplugin = \"opencl\"\n");
+        o.threads = 2;
+        return o;
+    }
+
+    // Greedy ids after "Once upon a time", `per_leg` tokens on each backend
+    // of `plan` in turn; after_leg sees the session after each leg.
+    std::vector<int32_t> generate_across(
+        Runtime& rt, const std::shared_ptr<const Model>& model, const SessionOptions& so,
+        const std::vector<std::string>& plan, int per_leg,
+        const std::function<void(const Session&, const std::string&)>& after_leg = {}) {
+        const std::vector<int32_t> prompt = model->tokenizer().encode("Once upon a time", true);
+        const auto argmax = [](std::span<const float> v) {
+            return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+        };
+        Session s(rt, model, so);
+        std::vector<int32_t> out;
+        int32_t next = argmax(s.decode(prompt));
+        for (const std::string& backend : plan) {
+            s.use_backend(backend);
+            for (int i = 0; i < per_leg; ++i) {
+                out.push_back(next);
+                next = argmax(s.decode(std::span<const int32_t>(&next, 1)));
+            }
+            if (after_leg) after_leg(s, backend);
+        }
+        EXPECT_THROW(s.use_backend("hexagon"), Error);
+        return out;
+    }
+
     TempDir dir_;
 };
 
@@ -84,40 +122,57 @@ TEST_F(OpenClStories260K, LayersSplitBetweenOpenClAndCpuMatchLlamaCpp) {
 // cpu -> opencl -> cpu during one greedy generation: the same tokens as
 // staying on cpu, and each switch shows in the placement.
 TEST_F(OpenClStories260K, SwitchingBackendsMidGenerationKeepsTheTokens) {
-    RuntimeOptions o;
-    o.manifest = dir_.write("cpu-first.toml",
-                            "[device]\nname = \"switch test\"\n[[backend]]\nplugin = \"cpu\"\n"
-                            "[[backend]]\nplugin = \"opencl\"\n");
-    o.threads = 2;
-    Runtime rt(o);
+    Runtime rt(cpu_then_opencl("cpu-first.toml"));
     REQUIRE_OPENCL(rt);
     auto model = Model::load(rt, model_);
-    const std::vector<int32_t> prompt = model->tokenizer().encode("Once upon a time", true);
-    const auto argmax = [](std::span<const float> v) {
-        return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+    // The preferred backend takes every node; the other none.
+    const auto only_preferred = [](const Session& s, const std::string& backend) {
+        const std::string other = backend == "cpu" ? "opencl" : "cpu";
+        EXPECT_NE(s.placement_summary().find(other + "/" + other + "0: no nodes"),
+                  std::string::npos)
+            << s.placement_summary();
     };
-    const auto generate = [&](Session& s, const std::vector<std::string>& plan) {
-        std::vector<int32_t> out;
-        int32_t next = argmax(s.decode(prompt));
-        for (const std::string& backend : plan) {
-            s.use_backend(backend);
-            for (int i = 0; i < 10; ++i) {
-                out.push_back(next);
-                next = argmax(s.decode(std::span<const int32_t>(&next, 1)));
-            }
-            // The preferred backend takes every node; the other none.
-            const std::string other = backend == "cpu" ? "opencl" : "cpu";
-            EXPECT_NE(s.placement_summary().find(other + "/" + other + "0: no nodes"),
-                      std::string::npos)
-                << s.placement_summary();
-        }
-        return out;
+    const SessionOptions so;
+    const auto on_cpu = generate_across(rt, model, so, {"cpu", "cpu", "cpu"}, 10, only_preferred);
+    EXPECT_EQ(generate_across(rt, model, so, {"cpu", "opencl", "cpu"}, 10, only_preferred), on_cpu);
+}
+
+// FP8 KV (offset keys, stored against the token's query; quant.h): with
+// every layer on opencl, perplexity within 1% of F16 and within 0.1% of the
+// cpu's FP8 (the two differ only where float rounding flips a tie); and
+// rows one backend wrote read by the other: hopping cpu -> opencl -> cpu
+// mid-generation gives the cpu's tokens.
+TEST_F(OpenClStories260K, Fp8KvCachesMatchTheCpuAndMoveBetweenBackends) {
+    const fs::path text = reference_dir() / "tinystory-eval.txt";
+    if (!fs::exists(text)) GTEST_SKIP() << text << " not found";
+    Runtime ocl(opencl_first(dir_, ""));
+    REQUIRE_OPENCL(ocl);
+    RuntimeOptions cpu_only;
+    cpu_only.manifest =
+        dir_.write("cpu.toml", "[device]\nname = \"cpu\"\n[[backend]]\nplugin = \"cpu\"\n");
+    cpu_only.threads = 2;
+    Runtime cpu(cpu_only);
+    std::ifstream in(text, std::ios::binary);
+    const std::string content((std::istreambuf_iterator<char>(in)), {});
+    const auto ppl = [&](Runtime& rt, dwell_dtype kv) {
+        auto model = Model::load(rt, model_);
+        PerplexityOptions o;
+        o.n_ctx = 256;
+        SessionOptions so;
+        so.kv_dtype = kv;
+        return perplexity(rt, model, model->tokenizer().encode(content, true), o, so).ppl.mean;
     };
-    Session stay(rt, model, SessionOptions{});
-    Session hop(rt, model, SessionOptions{});
-    const std::vector<int32_t> on_cpu = generate(stay, {"cpu", "cpu", "cpu"});
-    EXPECT_EQ(generate(hop, {"cpu", "opencl", "cpu"}), on_cpu);
-    EXPECT_THROW(hop.use_backend("hexagon"), Error);
+    const double f16 = ppl(cpu, DWELL_F16), cpu_fp8 = ppl(cpu, DWELL_FP8_E4M3),
+                 ocl_fp8 = ppl(ocl, DWELL_FP8_E4M3);
+    EXPECT_NEAR(ocl_fp8, f16, 0.01 * f16);
+    EXPECT_NEAR(ocl_fp8, cpu_fp8, 0.001 * cpu_fp8);
+
+    Runtime rt(cpu_then_opencl("cpu-first-fp8.toml"));
+    auto model = Model::load(rt, model_);
+    SessionOptions so;
+    so.kv_dtype = DWELL_FP8_E4M3;
+    EXPECT_EQ(generate_across(rt, model, so, {"cpu", "opencl", "cpu"}, 12),
+              generate_across(rt, model, so, {"cpu", "cpu", "cpu"}, 12));
 }
 
 // `dwell run -i`: /backend switches mid-conversation; the text is the same

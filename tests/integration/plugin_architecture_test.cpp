@@ -206,6 +206,44 @@ TEST(PluginArchitecture, AFailedStepRunsOnTheNextBackendWithIdenticalTokens) {
     }
 }
 
+// ABI 1.4 changed what an FP8 key cache holds (offset keys, quant.h): a
+// backend built against 1.3 that offers attention gets none over an FP8
+// cache, and the placement says why; over an F16 cache it is offered
+// attention as before.
+TEST(PluginArchitecture, BackendsBeforeAbi14GetNoAttentionOverFp8Caches) {
+    TempDir dir;
+    const auto model = write_small_model(dir);
+    RuntimeOptions o;
+    o.manifest = dir.write("m.toml", "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
+                                         "\"]\n\n[[backend]]\nplugin = \"partial13\"\n"
+                                         "options = { offer_attention = \"1\" }\n\n"
+                                         "[[backend]]\nplugin = \"cpu\"\n");
+    Runtime rt(o);
+    ASSERT_EQ(rt.backends().size(), 2u);
+    ASSERT_EQ(rt.backends()[0]->plugin().abi_version(), "1.3");
+    auto m = Model::load(rt, model);
+    // The first step's placement line of the 1.3 backend, and the summary.
+    const auto placed = [&](dwell_dtype kv, std::string* summary) {
+        SessionOptions so;
+        so.kv_dtype = kv;
+        Session s(rt, m, so);
+        s.decode(m->tokenizer().encode("the dog", true));
+        *summary = s.placement_summary();
+        const size_t at = summary->find("partial13/adder0: ");
+        return at == std::string::npos ? std::string()
+                                       : summary->substr(at, summary->find('\n', at) - at);
+    };
+    std::string fp8_summary, f16_summary;
+    const std::string fp8 = placed(DWELL_FP8_E4M3, &fp8_summary);
+    EXPECT_NE(fp8.find("[addx4]"), std::string::npos) << fp8_summary;
+    EXPECT_NE(fp8_summary.find("partial13/adder0: built against dwell ABI 1.3, which predates the "
+                               "FP8 key encoding (rebuild it against 1.4 or later)"),
+              std::string::npos)
+        << fp8_summary;
+    const std::string f16 = placed(DWELL_F16, &f16_summary);
+    EXPECT_NE(f16.find("attentionx2"), std::string::npos) << f16_summary;
+}
+
 TEST(PluginArchitecture, GraphSplitsAcrossBackendsWithIdenticalTokens) {
     TempDir dir;
     const auto model = write_small_model(dir);

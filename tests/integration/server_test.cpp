@@ -287,6 +287,12 @@ TEST_F(Server, AFullQueueAnswers503AndAGoneClientCancelsItsGeneration) {
     const double generated = sample("dwell_generated_tokens_total");
     EXPECT_GT(generated, 0);
     EXPECT_LT(generated, 480 / 2) << "the generation went on after its client left";
+    // The backend that served the requests, healthy and with steps run.
+    EXPECT_EQ(sample("dwell_backend_healthy{backend=\"cpu/cpu0\"}"), 1) << m;
+    EXPECT_GT(sample("dwell_backend_steps_total{backend=\"cpu/cpu0\"}"), 0) << m;
+    EXPECT_EQ(
+        sample("dwell_backend_failed_steps_total{backend=\"cpu/cpu0\",fault=\"error_status\"}"), 0)
+        << m;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "dwell/core/sampler.hpp"
 #include "dwell/core/synthetic_model.hpp"
 #include "dwell/core/tokenizer.hpp"
+#include "fp8_key_reference.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 
@@ -355,26 +356,38 @@ TEST_F(Sessions, CancelFromAnotherThread) {
 // new position. Layer 0's keys and values depend on the token alone, so
 // there the shifted cache must equal a session that saw only the kept
 // tokens.
-TEST_F(Sessions, ContextShiftReRotatesKeysToTheirNewPositions) {
-    Runtime runtime(manifest_options(dir_, 0));
-    auto model = Model::load(runtime, model_path_);
+// A session of 64 tokens that keeps the first 8 on a shift.
+SessionOptions shifting_64(dwell_dtype kv) {
     SessionOptions so;
     so.n_ctx = 64;
-    so.kv_dtype = DWELL_F32;
+    so.kv_dtype = kv;
     so.on_full = ContextFull::Shift;
     so.n_keep = 8;
-    Session a(runtime, model, so);
+    return so;
+}
+
+// Fills a's context and decodes one more token, which drops the 28 tokens
+// after the first 8; returns the tokens it keeps.
+std::vector<int32_t> fill_and_shift(Session& a) {
     const auto prompt = prompt_of(64, 11);
     a.decode(prompt);
     const int32_t next = 42;
-    a.decode(std::span<const int32_t>(&next, 1));  // full: drops 28 after the first 8
+    a.decode(std::span<const int32_t>(&next, 1));
     EXPECT_EQ(a.n_shifted(), 28);
     EXPECT_EQ(a.n_past(), 64 - 28 + 1);
-
     std::vector<int32_t> kept(prompt.begin(), prompt.begin() + 8);
     kept.insert(kept.end(), prompt.begin() + 36, prompt.end());
     kept.push_back(next);
     EXPECT_EQ(a.tokens(), kept);
+    return kept;
+}
+
+TEST_F(Sessions, ContextShiftReRotatesKeysToTheirNewPositions) {
+    Runtime runtime(manifest_options(dir_, 0));
+    auto model = Model::load(runtime, model_path_);
+    SessionOptions so = shifting_64(DWELL_F32);
+    Session a(runtime, model, so);
+    const std::vector<int32_t> kept = fill_and_shift(a);
     so.on_full = ContextFull::Stop;
     Session b(runtime, model, so);
     b.decode(kept);
@@ -396,6 +409,64 @@ TEST_F(Sessions, ContextShiftReRotatesKeysToTheirNewPositions) {
         EXPECT_EQ(std::memcmp(ka.row(0, 1, pos), kb.row(0, 1, pos), ka.row_bytes()), 0) << pos;
     }
     EXPECT_LT(worst, 1e-4);
+}
+
+// FP8 keys are offset keys whose offset depends on the position: a shift
+// decodes each moved key with its old offset and stores it again with its
+// new one. Layer 0's shifted keys, decoded, must be the F32 keys of a
+// session that saw only the kept tokens, to E4M3 rounding (twice: when
+// stored and when moved); the values move as they are.
+TEST_F(Sessions, ContextShiftStoresFp8KeysAgainWithTheirNewOffsets) {
+    Runtime runtime(manifest_options(dir_, 0));
+    auto model = Model::load(runtime, model_path_);
+    // n_keep 8 is inside the first block of 16: kept and moved rows share it.
+    SessionOptions so = shifting_64(DWELL_FP8_E4M3);
+    Session a(runtime, model, so);
+    const std::vector<int32_t> kept = fill_and_shift(a);
+    so.on_full = ContextFull::Stop;
+    so.kv_dtype = DWELL_F32;
+    Session exact(runtime, model, so);
+    exact.decode(kept);
+    so.kv_dtype = DWELL_FP8_E4M3;
+    Session fresh(runtime, model, so);
+    fresh.decode(kept);
+
+    const KvCache& ka = a.kv_cache();
+    const auto width = ka.kv_width();
+    const auto rows_of = [&](const KvCache& kv) {
+        std::vector<std::vector<uint8_t>> rows;
+        for (int64_t pos = 0; pos < a.n_past(); ++pos) {
+            const auto* r = static_cast<const uint8_t*>(kv.row(0, 0, pos));
+            rows.emplace_back(r, r + width);
+        }
+        return rows;
+    };
+    const auto shifted_rows = rows_of(ka), fresh_rows = rows_of(fresh.kv_cache());
+    double worst_shifted = 0, worst_fresh = 0;
+    for (int64_t pos = 0; pos < a.n_past(); ++pos) {
+        const auto* want = reinterpret_cast<const float*>(exact.kv_cache().row(0, 0, pos));
+        const auto got = test::ref_fp8_key_decode(shifted_rows, pos, width);
+        const auto got_fresh = test::ref_fp8_key_decode(fresh_rows, pos, width);
+        double row_max = 0, err = 0, err_fresh = 0;
+        for (int64_t i = 0; i < width; ++i) {
+            row_max = std::max(row_max, std::fabs(static_cast<double>(want[i])));
+            err = std::max(err, std::fabs(got[static_cast<size_t>(i)] - want[i]));
+            err_fresh = std::max(err_fresh, std::fabs(got_fresh[static_cast<size_t>(i)] - want[i]));
+        }
+        worst_shifted = std::max(worst_shifted, err / row_max);
+        worst_fresh = std::max(worst_fresh, err_fresh / row_max);
+        EXPECT_EQ(std::memcmp(ka.row(0, 1, pos), fresh.kv_cache().row(0, 1, pos), ka.row_bytes()),
+                  0)
+            << pos;
+    }
+    std::printf("[ fp8 shift ] worst key error / row max: shifted %.4f, fresh %.4f\n",
+                worst_shifted, worst_fresh);
+    // A stored value is one of the two E4M3 neighbours of key - offset, so
+    // within one step (1/8 of it); a moved one is also rounded to nearest
+    // (1/16). Measured 0.079 and 0.108; moving the codes with plain
+    // re-rounding, offsets ignored, gives 0.57.
+    EXPECT_LT(worst_fresh, 0.125);
+    EXPECT_LT(worst_shifted, 0.1875);
 }
 
 TEST_F(Sessions, GenerationGoesPastTheContextOnlyWhenShifting) {
@@ -446,25 +517,27 @@ TEST(Stories260KKvTypes, QuantizedKvPerplexityWithinOnePercent) {
     Runtime runtime;
     auto model = Model::load(runtime, model_path);
     const auto tokens = model->tokenizer().encode(content, true);
-    PerplexityOptions o;
-    o.n_ctx = 256;
-    double f16 = 0;
-    for (dwell_dtype t : {DWELL_F16, DWELL_Q8_0, DWELL_FP8_E4M3}) {
-        SessionOptions so;
-        so.kv_dtype = t;
-        const double ppl = perplexity(runtime, model, tokens, o, so).ppl.mean;
-        if (t == DWELL_F16) {
-            f16 = ppl;
-            continue;
+    // 512 is `dwell perplexity`'s default context. FP8 keys meet 1% only as
+    // offset keys (quant.h): plain E4M3 codes give +1.5 / +3.0 / +6.4% at
+    // 128 / 256 / 512, since stories260K's 8-wide heads carry a slowly
+    // turning part up to |26| that 3 mantissa bits round coarsely.
+    for (const int64_t n_ctx : {128, 256, 512}) {
+        PerplexityOptions o;
+        o.n_ctx = n_ctx;
+        double f16 = 0;
+        for (dwell_dtype t : {DWELL_F16, DWELL_Q8_0, DWELL_FP8_E4M3}) {
+            SessionOptions so;
+            so.kv_dtype = t;
+            const double ppl = perplexity(runtime, model, tokens, o, so).ppl.mean;
+            if (t == DWELL_F16) {
+                f16 = ppl;
+                continue;
+            }
+            EXPECT_NEAR(ppl, f16, 0.01 * f16) << dwell_dtype_name(t) << " at ctx " << n_ctx;
+            std::printf("[ KV type ] ctx %lld %s perplexity %.4f vs f16 %.4f (%+.3f%%)\n",
+                        static_cast<long long>(n_ctx), dwell_dtype_name(t), ppl, f16,
+                        100.0 * (ppl - f16) / f16);
         }
-        // Q8_0 meets the 1%. FP8 E4M3 does not on this model: its 3
-        // mantissa bits cost the keys ~2.6% per value, and stories260K's
-        // 8-wide heads with keys up to |26| turn that into +3.0% at this
-        // context (rounding only V to FP8 changes nothing; only K does).
-        // The bound guards against it getting worse.
-        EXPECT_NEAR(ppl, f16, (t == DWELL_Q8_0 ? 0.01 : 0.035) * f16) << dwell_dtype_name(t);
-        std::printf("[ KV type ] %s perplexity %.4f vs f16 %.4f (%+.3f%%)\n", dwell_dtype_name(t),
-                    ppl, f16, 100.0 * (ppl - f16) / f16);
     }
 }
 

@@ -34,7 +34,9 @@ extern "C" {
 #endif
 
 #define DWELL_CAPI_VERSION_MAJOR 1
-#define DWELL_CAPI_VERSION_MINOR 1 /* 1.1: the thermal fields of dwell_runtime_stats */
+#define DWELL_CAPI_VERSION_MINOR                         \
+    2 /* 1.1: the thermal fields of dwell_runtime_stats; \
+         1.2: dwell_backend_stats_get */
 
 #if defined(_WIN32)
 #define DWELL_CAPI __declspec(dllexport)
@@ -95,6 +97,26 @@ typedef struct dwell_runtime_stats {
 
 DWELL_CAPI dwell_status dwell_runtime_stats_get(const dwell_runtime* runtime,
                                                 dwell_runtime_stats* stats, dwell_error* error);
+
+/* 1.2: how backend `index` (0 .. n_backends - 1, the manifest's order) has
+ * fared. A backend whose step failed has the step rerun on the next one;
+ * after 3 error statuses in a row, or one step past its deadline or one
+ * wrong-size result, it is unhealthy and gets no more work. */
+typedef struct dwell_backend_stats {
+    size_t struct_size;
+    char label[128]; /* "plugin/device", as in the placement log */
+    int healthy;
+    uint64_t steps_run;         /* steps without a fault */
+    uint64_t failed_steps;      /* the three below together */
+    uint64_t error_statuses;    /* the backend returned an error */
+    uint64_t timeouts;          /* past [[backend]] step_timeout_ms */
+    uint64_t wrong_sizes;       /* a result of another shape or size */
+    char unhealthy_reason[256]; /* "" while healthy */
+    char last_failure[512];     /* one line, "" if none */
+} dwell_backend_stats;
+
+DWELL_CAPI dwell_status dwell_backend_stats_get(const dwell_runtime* runtime, uint32_t index,
+                                                dwell_backend_stats* stats, dwell_error* error);
 
 /* ---- model (a loaded language model: dwell_llm) ---------------------- */
 

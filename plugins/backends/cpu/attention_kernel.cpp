@@ -18,6 +18,11 @@
 // in place, a block or a code at a time; q and the softmax weights meet them
 // as f32, since rounding those too would only add error.
 //
+// An FP8 key cache holds offset keys (quant.h, DWELL_FP8_KEY_BLOCK): the
+// store adds up the decoded rows before the new row's block and rounds the
+// key minus their mean against the token's own query; the reader adds to
+// each raw dot 1/16 of the raw dots of the earlier blocks.
+//
 // Rows of consecutive positions inside one page are evenly strided, so the
 // kernel walks the cache run by run (the contiguous cache being one run) and
 // hands each run to the same vector entries: both forms take the same
@@ -26,6 +31,7 @@
 #include <cstring>
 #include <vector>
 
+#include "dwell/quant.h"
 #include "kernels.hpp"
 #include "row_quantize.hpp"
 #include "tensor_access.hpp"
@@ -64,14 +70,19 @@ public:
         return page(r / rows_per_page_) + static_cast<uint64_t>(r % rows_per_page_) * row_stride_;
     }
 
-    // f(first position, its row, count) for each run of rows 0..n-1 that
-    // share a page.
+    // f(first position, its row, count) for each run of rows begin..end-1
+    // that share a page.
+    template <typename F>
+    void for_each_run(int64_t begin, int64_t end, F&& f) const {
+        for (int64_t r0 = begin; r0 < end;) {
+            const int64_t n = std::min(rows_per_page_ - r0 % rows_per_page_, end - r0);
+            f(r0, static_cast<const unsigned char*>(row(r0)), n);
+            r0 += n;
+        }
+    }
     template <typename F>
     void for_each_run(int64_t n, F&& f) const {
-        for (int64_t r0 = 0; r0 < n; r0 += rows_per_page_) {
-            f(r0, static_cast<const unsigned char*>(page(r0 / rows_per_page_)),
-              std::min(rows_per_page_, n - r0));
-        }
+        for_each_run(0, n, f);
     }
 
 private:
@@ -149,6 +160,61 @@ void check_positions_and_pages(const NodeArgs& a, bool paged, const int32_t* pos
                                       ") but named by another entry too");
             }
         }
+    }
+}
+
+// The offsets of an FP8 key cache's rows (quant.h): the sum of the decoded
+// rows before a block, kept across the tokens of one call so a prompt adds
+// each row once.
+class Fp8KeyOffsets {
+public:
+    Fp8KeyOffsets(const CacheRows& rows, int64_t width)
+        : rows_(&rows), sum_(static_cast<size_t>(width)), offset_(static_cast<size_t>(width)) {}
+
+    // offset(p); every row before p's block must be stored. A row is only
+    // ever written right after its offset is asked for, at or after the
+    // summed rows, so the sum goes stale only when positions go back,
+    // which restarts it.
+    const float* at(const VecKernels& vk, int64_t p) {
+        const int64_t start = p - p % DWELL_FP8_KEY_BLOCK;
+        if (start < summed_) restart();
+        if (ones_.size() < static_cast<size_t>(start - summed_)) {
+            ones_.assign(static_cast<size_t>(start - summed_), 1.0f);
+        }
+        rows_->for_each_run(summed_, start, [&](int64_t, const unsigned char* rows, int64_t n) {
+            vk.axpy_fp8(ones_.data(), rows, static_cast<int64_t>(rows_->row_stride()), n,
+                        sum_.data(), static_cast<int64_t>(sum_.size()));
+        });
+        summed_ = start;
+        vk.scale(sum_.data(), 1.0f / DWELL_FP8_KEY_BLOCK, offset_.data(),
+                 static_cast<int64_t>(offset_.size()));
+        return offset_.data();
+    }
+
+private:
+    void restart() {
+        std::fill(sum_.begin(), sum_.end(), 0.0f);
+        summed_ = 0;
+    }
+
+    const CacheRows* rows_;
+    std::vector<float> sum_, offset_, ones_;
+    int64_t summed_ = 0;
+};
+
+// Raw q . code dots of an FP8 key cache to q . key: each gets 1/16 of the
+// raw dots of the blocks before its own.
+void add_key_offsets(float* s, int64_t n) {
+    double before = 0.0;
+    for (int64_t j0 = 0; j0 < n; j0 += DWELL_FP8_KEY_BLOCK) {
+        const auto offset = static_cast<float>(before / DWELL_FP8_KEY_BLOCK);
+        const int64_t end = std::min(n, j0 + DWELL_FP8_KEY_BLOCK);
+        float block = 0.0f;
+        for (int64_t j = j0; j < end; ++j) {
+            block += s[j];
+            s[j] += offset;
+        }
+        before += block;
     }
 }
 
@@ -292,21 +358,40 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
     check_positions_and_pages(a, paged, pos, n_tokens);
     const int64_t n_keys_max = *std::max_element(pos, pos + n_tokens) + int64_t{1};
 
+    const VecKernels& vk = vec_kernels();
     // Serial, in token order: two tokens with one position must leave the
-    // later token's values, and this part is tiny next to the attention.
-    // Whole rows, since a Q8_0 block may span two heads.
+    // later token's values, an FP8 key's offset needs the rows before it,
+    // and this part is small next to the attention. Whole rows, since a Q8_0
+    // block may span two heads.
     std::vector<float> row(static_cast<size_t>(width));
-    const auto store = [&](const dwell_tensor& src, const CacheRows& dst, dwell_dtype type,
-                           int64_t t) {
+    const auto gather = [&](const dwell_tensor& src, int64_t t) {
         for (int64_t h = 0; h < n_kv; ++h) std::copy_n(f32_row(src, h, t), hd, row.data() + h * hd);
-        store_row(type, row.data(), dst.row(pos[t]), width);
+    };
+    Fp8KeyOffsets key_offsets(k_rows, k_type == DWELL_FP8_E4M3 ? width : 0);
+    std::vector<float> q_sum(static_cast<size_t>(hd));
+    const auto store_fp8_key = [&](int64_t t) {
+        const float* offset = key_offsets.at(vk, pos[t]);
+        auto* dst = reinterpret_cast<uint8_t*>(k_rows.row(pos[t]));
+        for (int64_t h = 0; h < n_kv; ++h) {
+            std::fill(q_sum.begin(), q_sum.end(), 0.0f);
+            for (int64_t hh = 0; hh < group; ++hh) {
+                vk.add(q_sum.data(), f32_row(q, h * group + hh, t), q_sum.data(), hd);
+            }
+            dwell_fp8_encode_key(row.data() + h * hd, offset + h * hd, q_sum.data(), hd,
+                                 dst + h * hd);
+        }
     };
     for (int64_t t = 0; t < n_tokens; ++t) {
-        store(k, k_rows, k_type, t);
-        store(v, v_rows, v_type, t);
+        gather(k, t);
+        if (k_type == DWELL_FP8_E4M3) {
+            store_fp8_key(t);
+        } else {
+            store_row(k_type, row.data(), k_rows.row(pos[t]), width);
+        }
+        gather(v, t);
+        store_row(v_type, row.data(), v_rows.row(pos[t]), width);
     }
 
-    const VecKernels& vk = vec_kernels();
     const auto k_stride = static_cast<int64_t>(k_rows.row_stride());
     const auto v_stride = static_cast<int64_t>(v_rows.row_stride());
     // Items are (KV head, token), KV-head-major: causal rows cost in
@@ -350,6 +435,7 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
             });
             for (int64_t hh = 0; hh < group; ++hh) {
                 float* s = scores.data() + static_cast<size_t>(hh) * ld;
+                if (k_type == DWELL_FP8_E4M3) add_key_offsets(s, n_keys);
                 vk.scale(s, scale, s, n_keys);
                 softmax_row(vk, s, s, n_keys);
                 // The softmax weights meet an F16 value cache as fp16 too.

@@ -205,15 +205,80 @@ void store_q8_0_block(__global uchar* row, int b, __global const float* x) {
     for (int i = 0; i < 32; ++i) ((__global char*)(blk + 2))[i] = (char)rint(x[i] * id);
 }
 
-// Stores k/v of token t into cache row pos[t]. Global (hd * n_kv, T), or
+// The E4M3 code on the far side of x from its nearest code c (quant.h,
+// dwell_fp8_e4m3_other_neighbour).
+uchar fp8_other_neighbour(uchar c, float x) {
+    const float v = fp8_to_f32(c);
+    const uchar mag = c & 0x7f, sign = c & 0x80;
+    if (v == x || isnan(x)) return c;
+    if (mag == 0) return (x < 0.0f ? 0x80 : 0) | 1;
+    if (fabs(v) < fabs(x)) return mag >= 0x7e ? c : (sign | (mag + 1));
+    return sign | (mag - 1);
+}
+
+#define FP8_KEY_BLOCK 16
+
+// FP8 keys (quant.h: offset keys rounded against the token's own query).
+// One work-item per KV head walks the tokens in order, since a key's offset
+// sums the stored rows before its block. Global (n_kv).
+__kernel void attention_store_fp8_keys(__global const float* q, __global const float* k,
+                                       __global uchar* kc, __global uchar* vc,
+                                       __global const int* table, int paged, int base_page,
+                                       ulong row_bytes, ulong page_bytes, int rows_per_page,
+                                       __global const int* pos, int hd, int n_head, int n_kv,
+                                       int n_tokens) {
+    const int g = get_global_id(0);
+    const int group = n_head / n_kv;
+    float sum[256];
+    for (int i = 0; i < hd; ++i) sum[i] = 0.0f;
+    int summed = 0;
+    for (int t = 0; t < n_tokens; ++t) {
+        const int p = pos[t];
+        const int start = p - p % FP8_KEY_BLOCK;
+        if (start < summed) {
+            for (int i = 0; i < hd; ++i) sum[i] = 0.0f;
+            summed = 0;
+        }
+        for (; summed < start; ++summed) {
+            __global const uchar* r = cache_row(kc, vc, table, paged, base_page, row_bytes,
+                                                page_bytes, rows_per_page, 0, summed);
+            for (int i = 0; i < hd; ++i) sum[i] += fp8_to_f32(r[g * hd + i]);
+        }
+        __global uchar* dst = cache_row(kc, vc, table, paged, base_page, row_bytes, page_bytes,
+                                        rows_per_page, 0, p) + g * hd;
+        __global const float* x = k + ((long)t * n_kv + g) * hd;
+        float err = 0.0f;
+        for (int i = 0; i < hd; ++i) {
+            float qs = 0.0f;
+            for (int hh = 0; hh < group; ++hh) qs += q[((long)t * n_head + g * group + hh) * hd + i];
+            const float r = x[i] - sum[i] * (1.0f / FP8_KEY_BLOCK);
+            const uchar c0 = f32_to_fp8(r);
+            const uchar c1 = fp8_other_neighbour(c0, r);
+            const float e0 = err + qs * (fp8_to_f32(c0) - r);
+            if (c1 == c0) {
+                dst[i] = c0;
+                if (!isnan(r)) err = e0;
+                continue;
+            }
+            const float e1 = err + qs * (fp8_to_f32(c1) - r);
+            const int far = fabs(e1) < fabs(e0);
+            dst[i] = far ? c1 : c0;
+            err = far ? e1 : e0;
+        }
+    }
+}
+
+// Stores k/v of token t into cache row pos[t]; keys only from first_kind 0
+// (FP8 keys have their own kernel). Global (hd * n_kv, T), or
 // (hd * n_kv / 32, T) blocks for Q8_0.
 __kernel void attention_store(__global const float* k, __global const float* v,
                               __global uchar* kc, __global uchar* vc, __global const int* table,
                               int paged, int base_page, ulong row_bytes, ulong page_bytes,
-                              int rows_per_page, __global const int* pos, int width, int dtype) {
+                              int rows_per_page, __global const int* pos, int width, int dtype,
+                              int first_kind) {
     const int i = get_global_id(0);
     const int t = get_global_id(1);
-    for (int kind = 0; kind < 2; ++kind) {
+    for (int kind = first_kind; kind < 2; ++kind) {
         __global uchar* row = cache_row(kc, vc, table, paged, base_page, row_bytes, page_bytes,
                                         rows_per_page, kind, pos[t]);
         __global const float* src = (kind ? v : k) + (long)t * width;
@@ -238,6 +303,8 @@ __kernel void attention(__global const float* q, __global uchar* kc, __global uc
     float acc[256];
     for (int i = 0; i < hd; ++i) acc[i] = 0.0f;
     float m = -INFINITY, l = 0.0f;
+    // FP8 keys: each raw dot gets 1/16 of the earlier blocks' raw dots.
+    float before = 0.0f, block = 0.0f;
     for (int r = 0; r <= pos[t]; ++r) {
         __global const uchar* kr = cache_row(kc, vc, table, paged, base_page, row_bytes,
                                              page_bytes, rows_per_page, 0, r);
@@ -245,6 +312,14 @@ __kernel void attention(__global const float* q, __global uchar* kc, __global uc
                                              page_bytes, rows_per_page, 1, r);
         float s = 0.0f;
         for (int i = 0; i < hd; ++i) s += qh[i] * load_elem(kr, dtype, g * hd + i);
+        if (dtype == DT_FP8) {
+            if (r % FP8_KEY_BLOCK == 0) {
+                before += block;
+                block = 0.0f;
+            }
+            block += s;
+            s += before * (1.0f / FP8_KEY_BLOCK);
+        }
         s *= scale;
         const float m2 = fmax(m, s);
         const float a = exp(m - m2), e = exp(s - m2);

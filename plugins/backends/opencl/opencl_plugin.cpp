@@ -697,10 +697,18 @@ void run_node(dwell_backend_context& c, const dwell_graph* g, int32_t id,
             const cl_ulong page_bytes = paged ? cache.nb[2] : 0;
             const cl_int rpp = paged ? cl_int(cache.ne[1]) : 1;
             const size_t width = static_cast<size_t>(hd) * n_kv;
-            // Q8_0 rows are stored a block of 32 per work-item.
+            // Q8_0 rows are stored a block of 32 per work-item; FP8 keys a KV
+            // head per work-item, in token order (their offsets need the rows
+            // before them).
+            const bool fp8 = cache.dtype == DWELL_FP8_E4M3;
+            if (fp8) {
+                r.launch("attention_store_fp8_keys", {static_cast<size_t>(n_kv)}, qm, km, kc, vc,
+                         table, cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos, hd,
+                         n_head, n_kv, cl_int(T));
+            }
             r.launch("attention_store", {cache.dtype == DWELL_Q8_0 ? width / 32 : width, T}, km, vm,
                      kc, vc, table, cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos,
-                     cl_int(width), dtype);
+                     cl_int(width), dtype, cl_int(fp8 ? 1 : 0));
             r.launch("attention", {static_cast<size_t>(n_head), T}, qm, kc, vc, table,
                      cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos, o, hd, n_head, n_kv,
                      dtype, cl_float(n.fparams[0]));

@@ -34,7 +34,10 @@
  *                -> [hd, n_head, T].
  *                Cache rows hold hd * n_kv values in F32, F16, Q8_0 (whole
  *                blocks of 32, so hd * n_kv is a multiple of 32; a block may
- *                span two heads) or FP8_E4M3. Two forms:
+ *                span two heads) or FP8_E4M3 (since ABI 1.4, an FP8 key
+ *                cache holds each key minus a running offset and rounds it
+ *                against the token's own query: quant.h,
+ *                dwell_fp8_encode_key; values are plain E4M3). Two forms:
  *                contiguous: in3 k_cache [hd * n_kv, n_ctx], in4 v_cache
  *                (same shape and dtype); row r is position r.
  *                paged: in3 a page space [hd * n_kv, rows_per_page, n_pages]

@@ -16,7 +16,13 @@
  *   reshape_at = "N"  the Nth call computes, then reports each output one
  *                     row longer (its descriptor changed).
  * delay_ms = "N" makes each call take N ms longer: a slow device, for tests
- * that must act while a generation runs. */
+ * that must act while a generation runs.
+ * offer_attention = "1" makes supports_op accept ATTENTION too, which
+ * graph_compute then refuses (the host reruns it on the next backend): for
+ * tests of where the scheduler places attention.
+ *
+ * Built twice: as "partial" against this SDK, and as "partial13" reporting
+ * ABI 1.3 (PARTIAL_ABI_MINOR), from before the FP8 key encoding. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +31,13 @@
 
 #include "dwell/backend.h"
 #include "dwell/plugin.h"
+
+#ifndef PARTIAL_ABI_MINOR
+#define PARTIAL_ABI_MINOR DWELL_ABI_MINOR
+#endif
+#ifndef PARTIAL_NAME
+#define PARTIAL_NAME "partial"
+#endif
 
 struct dwell_backend_context {
     char error[128];
@@ -38,6 +51,7 @@ struct dwell_backend_context {
     long overrun_at;
     long reshape_at;
     long delay_ms;
+    long offer_attention;
 };
 
 enum { kOverrunFloats = 16 };
@@ -103,6 +117,7 @@ static dwell_status context_create(void* self, uint32_t device, const dwell_opti
         if (strcmp(k, "overrun_at") == 0) (*out)->overrun_at = v;
         if (strcmp(k, "reshape_at") == 0) (*out)->reshape_at = v;
         if (strcmp(k, "delay_ms") == 0) (*out)->delay_ms = v;
+        if (strcmp(k, "offer_attention") == 0) (*out)->offer_attention = v;
     }
     return DWELL_OK;
 }
@@ -125,6 +140,7 @@ static int same_shape_f32(const dwell_tensor* a, const dwell_tensor* b) {
 static int32_t supports_op(dwell_backend_context* ctx, const dwell_graph* g, int32_t node) {
     const dwell_node* n = dwell_graph_node(g, node);
     if (!n) return 0;
+    if (n->op == DWELL_OP_ATTENTION && ctx->offer_attention) return 1;
     if (n->op != DWELL_OP_ADD || n->n_inputs != 2) {
         snprintf(ctx->error, sizeof ctx->error, "only add is supported here");
         return 0;
@@ -145,6 +161,10 @@ static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph*
         return DWELL_ERR_INTERNAL;
     }
     for (size_t i = 0; i < n_ids; ++i) {
+        if (dwell_graph_node(g, ids[i])->op == DWELL_OP_ATTENTION) {
+            snprintf(ctx->error, sizeof ctx->error, "attention is offered, never computed");
+            return DWELL_ERR_UNSUPPORTED;
+        }
         if (!supports_op(ctx, g, ids[i])) {
             snprintf(ctx->error, sizeof ctx->error, "node %d is not an add of equal f32 shapes",
                      ids[i]);
@@ -193,8 +213,8 @@ DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* h
     memset(&mine, 0, sizeof mine);
     mine.struct_size = sizeof mine;
     mine.abi_major = DWELL_ABI_MAJOR;
-    mine.abi_minor = DWELL_ABI_MINOR;
-    mine.name = "partial";
+    mine.abi_minor = PARTIAL_ABI_MINOR;
+    mine.name = PARTIAL_NAME;
     mine.version = "0.0.1";
     mine.description = "test backend: ADD only";
     mine.kind = DWELL_PLUGIN_BACKEND;

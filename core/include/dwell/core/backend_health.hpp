@@ -34,6 +34,10 @@ struct BackendHealthReport {
     std::string last_failure;      // one line, empty if none
 };
 
+// One line for people: "healthy, 120 steps" or "unhealthy after ... (120
+// steps, 3 failed: 3 error statuses)".
+std::string describe(const BackendHealthReport& r);
+
 class BackendHealth {
 public:
     static constexpr int kMaxConsecutiveFailures = 3;

@@ -3,7 +3,8 @@
 // scenario runs prompt (T > 1, causal) and decode steps with GQA against a
 // double-precision reference that keeps its own copy of the cache; checks
 // every byte of cache storage afterwards (written rows hold the SDK
-// encoders' bytes, everything else its sentinel), that the paged form gives
+// encoders' bytes, or for FP8 keys the test's own rendering of quant.h's
+// offset-key contract; everything else its sentinel), that the paged form gives
 // the contiguous form's bits under a scrambled page table with padded
 // pages, and how bad page tables are refused.
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 
 #include "cpu_test_graph.hpp"
 #include "dwell/quant.h"
+#include "fp8_key_reference.hpp"
 
 namespace dwell::cpu {
 namespace {
@@ -58,11 +60,7 @@ std::vector<uint8_t> encode_row(dwell_dtype t, const float* x, int64_t n) {
 std::vector<double> decode_row(dwell_dtype t, const uint8_t* p, int64_t n) {
     if (t != DWELL_FP8_E4M3) return test::ref_decode_row(t, p, n);
     std::vector<double> out(sz(n));
-    for (int64_t i = 0; i < n; ++i) {
-        const int e = (p[i] >> 3) & 15, m = p[i] & 7;
-        const double v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
-        out[sz(i)] = (p[i] & 0x80) ? -v : v;
-    }
+    for (int64_t i = 0; i < n; ++i) out[sz(i)] = dwell::test::ref_fp8_value(p[i]);
     return out;
 }
 
@@ -132,7 +130,7 @@ RefOutput reference_attention(const Shape& s, dwell_dtype kt, dwell_dtype vt,
 class Scenario {
 public:
     static constexpr int64_t kRowsPerPage = 4;
-    static constexpr int64_t kLogicalPages = 4;
+    static constexpr int64_t kLogicalPages = 10;
     static constexpr int64_t kSparePages = 3;
 
     Scenario(dwell_dtype dtype, bool paged, Shape shape) : dtype_(dtype), paged_(paged), s_(shape) {
@@ -204,9 +202,19 @@ public:
 
         for (int64_t i = 0; i < t; ++i) {
             const auto p = sz(positions[sz(i)]);
-            bytes_k_[p] = encode_row(dtype_, &ks[sz(i * s_.width())], s_.width());
+            const float* key = &ks[sz(i * s_.width())];
+            if (dtype_ == DWELL_FP8_E4M3) {
+                const auto q_sums = dwell::test::ref_fp8_query_sums(&qs[sz(i * s_.hd * s_.n_head)],
+                                                                    s_.hd, s_.n_head, s_.n_kv);
+                bytes_k_[p] = dwell::test::ref_fp8_key_codes(
+                    key, dwell::test::ref_fp8_key_offset(bytes_k_, positions[sz(i)], s_.width()),
+                    q_sums, s_.hd);
+                ref_k_[p] = dwell::test::ref_fp8_key_decode(bytes_k_, positions[sz(i)], s_.width());
+            } else {
+                bytes_k_[p] = encode_row(dtype_, key, s_.width());
+                ref_k_[p] = decode_row(dtype_, bytes_k_[p].data(), s_.width());
+            }
             bytes_v_[p] = encode_row(dtype_, &vs[sz(i * s_.width())], s_.width());
-            ref_k_[p] = decode_row(dtype_, bytes_k_[p].data(), s_.width());
             ref_v_[p] = decode_row(dtype_, bytes_v_[p].data(), s_.width());
         }
         *ref = reference_attention(s_, dtype_, dtype_, ref_k_, ref_v_, qs, positions, scale);
@@ -258,9 +266,17 @@ void expect_matches(const std::vector<float>& got, const RefOutput& ref, const s
     }
 }
 
-// Prompts of 5 and 3 tokens (causal inside each, crossing pages of 4 rows)
-// and single-token decoding steps.
-const std::vector<std::vector<int32_t>> kSteps = {{0, 1, 2, 3, 4}, {5}, {6, 7, 8}, {9}};
+// Prompts of 5, 3, 12 and 13 tokens (causal inside each, crossing pages of
+// 4 rows and, at 16 and 32, FP8 key blocks) and single-token decoding steps.
+std::vector<int32_t> positions_from(int32_t first, int32_t n) {
+    std::vector<int32_t> p(sz(n));
+    std::iota(p.begin(), p.end(), first);
+    return p;
+}
+const std::vector<std::vector<int32_t>> kSteps = {
+    {0, 1, 2, 3, 4},        {5}, {6, 7, 8}, {9}, positions_from(10, 12), {22},
+    positions_from(23, 13), {36}};
+constexpr int64_t kPositions = 37;
 
 // Runs kSteps over both forms, checking each against the reference and
 // the paged outputs and rows against the contiguous ones, bit for bit.
@@ -281,7 +297,7 @@ void run_both_forms(dwell_dtype dtype, Shape shape) {
     }
     contiguous.expect_storage_exact();
     paged.expect_storage_exact();
-    for (int64_t p = 0; p < 10; ++p) {
+    for (int64_t p = 0; p < kPositions; ++p) {
         EXPECT_EQ(0, std::memcmp(contiguous.row(0, p), paged.row(0, p), paged.stored_k(p).size()));
         EXPECT_EQ(0, std::memcmp(contiguous.row(1, p), paged.row(1, p), paged.stored_k(p).size()));
     }
