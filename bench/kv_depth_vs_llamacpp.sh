@@ -76,10 +76,14 @@ for t in "${types[@]}"; do
       elif length % 2 == 1 then .[length / 2 | floor]
       else (.[length / 2 - 1] + .[length / 2]) / 2 end;
     ($dwell | map(.decode_tokens_per_second.median) | median) as $dtg |
+    # A round whose -pg run took no longer than its -p run (the shared
+    # machine slowed the -p run) has no decode time: it is left out and
+    # counted in rounds_discarded.
     ($llama | map(
         ((.[] | select(.n_prompt > 0 and .n_gen > 0) | .avg_ns) -
          (.[] | select(.n_prompt > 0 and .n_gen == 0) | .avg_ns)) as $ns |
-        $n / ($ns / 1e9)) | median) as $ltg |
+        if $ns > 0 then $n / ($ns / 1e9) else null end)) as $rounds |
+    ($rounds | map(select(. != null)) | median) as $ltg |
     $dwell[0] as $d |
     {model: $d.model, kv_type: $t, depth: $depth, n_gen: $n, threads: $threads,
      llama_cpp_flash_attn: ($t == "q8_0"),
@@ -87,7 +91,8 @@ for t in "${types[@]}"; do
      dwell: {decode_tokens_per_second: $dtg,
              peak_rss_bytes: ($dwell | map(.peak_rss_bytes) | max)}}
     + (if ($llama | length) > 0 then
-         {llama_cpp: {decode_tokens_per_second: $ltg},
+         {llama_cpp: {decode_tokens_per_second: $ltg,
+                      rounds_discarded: ($rounds | map(select(. == null)) | length)},
           dwell_over_llama_cpp: {decode: (if $ltg then $dtg / $ltg else null end)}}
        else {} end)'
 done
