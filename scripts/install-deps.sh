@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages dwell builds with, if any is missing
-# (opencl-c-headers to build the opencl plugin, PoCL to run it in tests,
+# (opencl-c-headers to build the opencl plugin, PoCL and the OpenCL ICD
+# loader ocl-icd-libopencl1 (only a Recommends of PoCL, which
+# --no-install-recommends leaves out) to run it in tests,
 # clang to parse its Adreno kernels; clang, lld and qemu-user to build and
 # run the Hexagon DSP kernels under emulation; a JDK for the JNI binding and
 # its Java test; cpp-httplib for the server; libssl-dev for hashing
@@ -15,7 +17,7 @@ packages=(
   libspdlog-dev libfmt-dev libzstd-dev libxxhash-dev libsentencepiece-dev libtomlplusplus-dev
   libpcre2-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev libssl-dev
-  opencl-c-headers pocl-opencl-icd clang lld qemu-user
+  opencl-c-headers pocl-opencl-icd ocl-icd-libopencl1 clang lld qemu-user
   openjdk-17-jdk-headless libcpp-httplib-dev
 )
 # node and npm drive the server test with the official openai client; a
