@@ -566,7 +566,7 @@ TEST_F(CApi, MessagesNameFieldsNotCommandLineFlags) {
     dwell_llm_free(m);
     dwell_runtime_close(tight);
 
-    // A KV cache that cannot fit the budget.
+    // A KV cache that cannot fit the budget at all.
     o.memory_budget_mb = 64;
     ASSERT_EQ(dwell_runtime_open(&o, &tight, &err_), DWELL_OK) << err_.message;
     ASSERT_EQ(dwell_llm_load(tight, model_.c_str(), &m, &err_), DWELL_OK) << err_.message;
@@ -577,6 +577,34 @@ TEST_F(CApi, MessagesNameFieldsNotCommandLineFlags) {
     EXPECT_EQ(dwell_session_create(m, &so, &s, &err_), DWELL_ERR_OUT_OF_MEMORY);
     EXPECT_NE(std::string(err_.message).find("n_ctx"), std::string::npos) << err_.message;
     no_flag(err_.message);
+    dwell_llm_free(m);
+    dwell_runtime_close(tight);
+
+    // KV pages that the budget, partly taken by the weights, cannot hold:
+    // an F32 cache of the whole context fits the budget alone, not beside
+    // the weights, and a long text fills it.
+    const uint64_t budget_mb = ((info.weight_bytes + (1u << 20) - 1) >> 20) + 1;
+    const uint64_t per_token =
+        static_cast<uint64_t>(info.n_layer) * 2 * static_cast<uint64_t>(info.kv_width) * 4;
+    so.n_ctx = static_cast<int32_t>((budget_mb << 20) / per_token);
+    so.kv_type = DWELL_F32;
+    std::string text;
+    while (prompt_ids(text).size() < static_cast<size_t>(so.n_ctx) * 9 / 10)
+        text += "Once upon a time there was a cat who liked to sing. ";
+    o.memory_budget_mb = static_cast<int64_t>(budget_mb);
+    ASSERT_EQ(dwell_runtime_open(&o, &tight, &err_), DWELL_OK) << err_.message;
+    ASSERT_EQ(dwell_llm_load(tight, model_.c_str(), &m, &err_), DWELL_OK) << err_.message;
+    dwell_status status = dwell_session_create(m, &so, &s, &err_);
+    if (status == DWELL_OK)
+        status = dwell_session_generate(s, text.c_str(), nullptr, nullptr, nullptr, nullptr, &err_);
+    EXPECT_EQ(status, DWELL_ERR_OUT_OF_MEMORY) << err_.message;
+    EXPECT_NE(std::string(err_.message).find("memory_budget_mb"), std::string::npos)
+        << err_.message;
+    EXPECT_NE(std::string(err_.message).find("kv_type DWELL_Q8_0"), std::string::npos)
+        << err_.message;
+    no_flag(err_.message);
+    dwell_session_free(s);
+    s = nullptr;
     dwell_llm_free(m);
     dwell_runtime_close(tight);
 
