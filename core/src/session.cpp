@@ -179,14 +179,14 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
     if (static_cast<int64_t>(n_past_) + static_cast<int64_t>(tokens.size()) > n_ctx_) {
         if (on_full_ == ContextFull::Stop ||
             static_cast<int64_t>(tokens.size()) > int64_t{n_ctx_} - n_keep_) {
-            throw Error(DWELL_ERR_OUT_OF_MEMORY,
-                        "context full: " + std::to_string(n_past_) + " + " +
-                            std::to_string(tokens.size()) + " tokens exceed the context of " +
-                            std::to_string(n_ctx_) +
-                            (on_full_ == ContextFull::Stop
-                                 ? " (raise --ctx, or let the context shift: --ctx-full shift)"
-                                 : " even after dropping all but the " + std::to_string(n_keep_) +
-                                       " kept tokens (raise --ctx or feed fewer tokens at once)"));
+            throw ContextFullError(
+                "context full: " + std::to_string(n_past_) + " + " + std::to_string(tokens.size()) +
+                    " tokens exceed the context of " + std::to_string(n_ctx_) +
+                    (on_full_ == ContextFull::Stop
+                         ? " (raise --ctx, or let the context shift: --ctx-full shift)"
+                         : " even after dropping all but the " + std::to_string(n_keep_) +
+                               " kept tokens (raise --ctx or feed fewer tokens at once)"),
+                n_past_, static_cast<int64_t>(tokens.size()), n_ctx_);
         }
         shift_for(tokens.size());
     }

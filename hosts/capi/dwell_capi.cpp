@@ -1,15 +1,22 @@
 // The C API (include/dwell.h) over the core's C++ classes. Exceptions stop
 // here: each call turns them into a status and a one-line message.
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "dwell.h"
 #include "dwell/core/error.hpp"
@@ -41,6 +48,151 @@ struct dwell_session {
 
 namespace {
 
+// ---- logging ---------------------------------------------------------------
+
+int32_t api_level(spdlog::level::level_enum level) {
+    switch (level) {
+        case spdlog::level::trace:
+        case spdlog::level::debug:
+            return DWELL_CAPI_LOG_DEBUG;
+        case spdlog::level::info:
+            return DWELL_CAPI_LOG_INFO;
+        case spdlog::level::warn:
+            return DWELL_CAPI_LOG_WARNING;
+        default:
+            return DWELL_CAPI_LOG_ERROR;
+    }
+}
+
+spdlog::level::level_enum spdlog_level(int32_t level) {
+    switch (level) {
+        case DWELL_CAPI_LOG_OFF:
+            return spdlog::level::off;
+        case DWELL_CAPI_LOG_ERROR:
+            return spdlog::level::err;
+        case DWELL_CAPI_LOG_WARNING:
+            return spdlog::level::warn;
+        case DWELL_CAPI_LOG_INFO:
+            return spdlog::level::info;
+        default:
+            return spdlog::level::debug;
+    }
+}
+
+bool is_log_level(int32_t level) {
+    return level >= DWELL_CAPI_LOG_OFF && level <= DWELL_CAPI_LOG_DEBUG;
+}
+
+// Every line the library logs (the core's, and the plugins' through the
+// host services) ends here: on stderr, never stdout (spdlog's own default),
+// which belongs to the application, or in the application's callback.
+// base_sink's mutex serialises the lines, and set_callback() takes it too,
+// so a replaced callback is never running once set_callback() returns.
+class ApiLogSink final : public spdlog::sinks::base_sink<std::mutex> {
+public:
+    void set_callback(dwell_log_callback callback, void* user) {
+        std::lock_guard lock(mutex_);
+        callback_ = callback;
+        user_ = user;
+    }
+
+protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+        // One call (or stderr line) per line of a multi-line report.
+        std::string_view text(msg.payload.data(), msg.payload.size());
+        while (!text.empty()) {
+            const size_t end = text.find('\n');
+            std::string_view line = text.substr(0, end);
+            text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+            if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+            if (line.empty()) continue;
+            // Nothing may escape into the code that logged (a worker thread,
+            // a destructor): a line that cannot be delivered is dropped.
+            try {
+                emit(msg.level, line);
+            } catch (...) {
+            }
+        }
+    }
+    void flush_() override { std::fflush(stderr); }
+
+private:
+    void emit(spdlog::level::level_enum level, std::string_view text) {
+        if (callback_) {
+            const std::string line(text);
+            callback_(user_, api_level(level), line.c_str(), line.size());
+            return;
+        }
+        const auto name = spdlog::level::to_string_view(level);
+        std::string line = "dwell: ";
+        line.append(name.data(), name.size()).append(": ").append(text).append("\n");
+        std::fwrite(line.data(), 1, line.size(), stderr);
+    }
+
+    dwell_log_callback callback_ = nullptr;
+    void* user_ = nullptr;
+};
+
+struct ApiLog {
+    std::shared_ptr<ApiLogSink> sink;
+    std::shared_ptr<spdlog::logger> logger;
+};
+
+// spdlog's default logger is one per process (libspdlog is shared by
+// libdwell, this library and the plugins), so this is too: made the first
+// time a call needs it, and the default logger from then on.
+ApiLog& api_log() {
+    static ApiLog log = [] {
+        ApiLog l;
+        l.sink = std::make_shared<ApiLogSink>();
+        l.logger = std::make_shared<spdlog::logger>("dwell-capi", l.sink);
+        l.logger->set_level(spdlog::level::warn);
+        spdlog::set_default_logger(l.logger);
+        return l;
+    }();
+    return log;
+}
+
+// ---- messages --------------------------------------------------------------
+
+// The core words its advice for the CLI, whose users set flags; a C API
+// caller sets fields and has no flags, so the advice is reworded in the
+// terms of dwell.h. Longer phrases first.
+std::string api_terms(std::string message) {
+    static constexpr std::array<std::pair<std::string_view, std::string_view>, 11> kTerms = {{
+        {"--ctx-full shift", "shift_context = 1"},
+        {"(drop --ctx to restore it)", "(create the session with n_ctx 0 to load it)"},
+        {" or --weight-budget", ""},
+        {"--weight-budget / ", ""},
+        {"--weight-budget", "[memory] weight_budget_mb"},
+        {"--memory-budget", "memory_budget_mb"},
+        {"--kv-type q8_0", "kv_type DWELL_Q8_0"},
+        {"--kv-type", "kv_type"},
+        {"--ctx", "n_ctx"},
+        {"--manifest", "manifest_path"},
+        {"--threads", "threads"},
+    }};
+    for (const auto& [flag, field] : kTerms) {
+        for (size_t at = message.find(flag); at != std::string::npos;
+             at = message.find(flag, at + field.size()))
+            message.replace(at, flag.size(), field);
+    }
+    return message;
+}
+
+std::string context_full_message(const dwell::ContextFullError& e) {
+    const std::string n_ctx = std::to_string(e.n_ctx());
+    if (e.n_tokens() > e.n_ctx()) {
+        return "context full: the " + std::to_string(e.n_tokens()) +
+               " tokens of the text are more than the session's n_ctx of " + n_ctx +
+               " (pass less text at once, or create the session with a larger n_ctx)";
+    }
+    return "context full: " + std::to_string(e.n_past()) + " tokens in the context and " +
+           std::to_string(e.n_tokens()) + " more exceed the session's n_ctx of " + n_ctx +
+           " (create the session with a larger n_ctx or with shift_context = 1, or start over "
+           "with dwell_session_reset)";
+}
+
 void copy_string(char* dst, size_t capacity, const std::string& src) {
     const size_t n = std::min(capacity - 1, src.size());
     std::memcpy(dst, src.data(), n);
@@ -69,13 +221,39 @@ dwell_status guarded(dwell_error* error, Body&& body) {
     try {
         const dwell_status s = body();
         return s == DWELL_OK ? succeed(error) : s;
+    } catch (const dwell::ContextFullError& e) {
+        return fail(error, DWELL_ERR_CONTEXT_FULL, context_full_message(e));
     } catch (const dwell::Error& e) {
-        return fail(error, e.status(), e.what());
+        return fail(error, e.status(), api_terms(e.what()));
     } catch (const std::bad_alloc&) {
         return fail(error, DWELL_ERR_OUT_OF_MEMORY, "out of memory");
     } catch (const std::exception& e) {
-        return fail(error, DWELL_ERR_INTERNAL, e.what());
+        return fail(error, DWELL_ERR_INTERNAL, api_terms(e.what()));
+    } catch (...) {
+        // From a C++ application's token callback: it must not unwind
+        // through the C frames of the caller.
+        return fail(error, DWELL_ERR_INTERNAL, "an exception of unknown type (from a callback?)");
     }
+}
+
+[[noreturn]] void bad_option(const char* call, const char* field, const std::string& value,
+                             const char* rule) {
+    throw dwell::Error(DWELL_ERR_INVALID_ARGUMENT, std::string(call) + ": options." + field +
+                                                       " is " + value + " (" + rule + ")");
+}
+
+std::string number(float v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+    return buf;
+}
+
+constexpr int32_t kMaxThreads = 1024;
+constexpr int64_t kMaxBudgetMb = int64_t{1} << 30;  // 1 PiB, as the manifest's [memory] budget_mb
+constexpr int32_t kMaxContext = int32_t{1} << 24;   // dwell::kSessionMaxContext
+
+bool is_kv_type(int32_t t) {
+    return t == DWELL_F16 || t == DWELL_Q8_0 || t == DWELL_FP8_E4M3 || t == DWELL_F32;
 }
 
 // struct_size of a caller's struct that is too small for the fields of
@@ -93,11 +271,36 @@ uint32_t dwell_capi_version(void) {
     return (uint32_t{DWELL_CAPI_VERSION_MAJOR} << 16) | DWELL_CAPI_VERSION_MINOR;
 }
 
+const char* dwell_capi_status_name(dwell_status status) {
+    return status == DWELL_ERR_CONTEXT_FULL ? "context full" : dwell_status_name(status);
+}
+
+void dwell_set_log_callback(dwell_log_callback callback, void* user) {
+    try {
+        api_log().sink->set_callback(callback, user);
+    } catch (...) {
+        // Only the first call can fail (out of memory making the sink);
+        // the library then logs through spdlog's own default.
+    }
+}
+
+dwell_status dwell_set_log_level(int32_t level, dwell_error* error) {
+    if (!is_log_level(level))
+        return fail(error, DWELL_ERR_INVALID_ARGUMENT,
+                    "dwell_set_log_level: level " + std::to_string(level) +
+                        " is not a level (use DWELL_CAPI_LOG_OFF -2 .. DWELL_CAPI_LOG_DEBUG 2)");
+    return guarded(error, [&] {
+        api_log().logger->set_level(spdlog_level(level));
+        return DWELL_OK;
+    });
+}
+
 void dwell_runtime_options_init(dwell_runtime_options* o) {
     if (!o) return;
     *o = dwell_runtime_options{};
     o->struct_size = sizeof *o;
     o->memory_budget_mb = -1;
+    o->log_level = DWELL_CAPI_LOG_UNCHANGED;
 }
 
 dwell_status dwell_runtime_open(const dwell_runtime_options* options, dwell_runtime** out,
@@ -108,22 +311,31 @@ dwell_status dwell_runtime_open(const dwell_runtime_options* options, dwell_runt
         return fail(error, DWELL_ERR_INVALID_ARGUMENT,
                     "dwell_runtime_open: options.struct_size is too small (call "
                     "dwell_runtime_options_init first)");
+    dwell_runtime_options given;
+    dwell_runtime_options_init(&given);
+    if (options) given = *options;
     return guarded(error, [&] {
+        constexpr const char* call = "dwell_runtime_open";
+        // Every field is checked before anything is applied or loaded.
+        if (given.threads < 0 || given.threads > kMaxThreads)
+            bad_option(call, "threads", std::to_string(given.threads),
+                       "use 1 .. 1024, or 0 for the manifest's [cpu] threads");
+        if (given.memory_budget_mb < -1 || given.memory_budget_mb > kMaxBudgetMb)
+            bad_option(call, "memory_budget_mb", std::to_string(given.memory_budget_mb),
+                       "use 0 .. 1073741824 MiB (0: no budget), or -1 for the manifest's "
+                       "[memory] budget_mb");
+        if (given.log_level != DWELL_CAPI_LOG_UNCHANGED && !is_log_level(given.log_level))
+            bad_option(call, "log_level", std::to_string(given.log_level),
+                       "use DWELL_CAPI_LOG_OFF -2 .. DWELL_CAPI_LOG_DEBUG 2, or "
+                       "DWELL_CAPI_LOG_UNCHANGED");
+        ApiLog& log = api_log();  // before the runtime logs its first line
+        if (given.log_level != DWELL_CAPI_LOG_UNCHANGED)
+            log.logger->set_level(spdlog_level(given.log_level));
         dwell::RuntimeOptions o;
-        if (options) {
-            if (options->manifest_path && *options->manifest_path)
-                o.manifest = options->manifest_path;
-            if (options->threads < 0)
-                throw dwell::Error(DWELL_ERR_INVALID_ARGUMENT,
-                                   "dwell_runtime_open: threads must be >= 0");
-            o.threads = options->threads;
-            if (options->memory_budget_mb >= 0)
-                o.memory_budget_bytes = static_cast<uint64_t>(options->memory_budget_mb) << 20;
-            spdlog::set_level(options->log_level >= 2   ? spdlog::level::debug
-                              : options->log_level == 1 ? spdlog::level::info
-                              : options->log_level < 0  ? spdlog::level::err
-                                                        : spdlog::level::warn);
-        }
+        if (given.manifest_path && *given.manifest_path) o.manifest = given.manifest_path;
+        o.threads = given.threads;
+        if (given.memory_budget_mb >= 0)
+            o.memory_budget_bytes = static_cast<uint64_t>(given.memory_budget_mb) << 20;
         auto rt = std::make_unique<dwell_runtime>();
         rt->runtime = std::make_shared<dwell::Runtime>(o);
         *out = rt.release();
@@ -264,15 +476,20 @@ dwell_status dwell_session_create(dwell_llm* model, const dwell_session_options*
         auto s = std::make_unique<dwell_session>();
         s->runtime = model->runtime;
         s->model = model->model;
-        if (options) {
-            if (options->n_ctx < 0)
-                throw dwell::Error(DWELL_ERR_INVALID_ARGUMENT,
-                                   "dwell_session_create: n_ctx must be >= 0");
-            s->options.n_ctx = options->n_ctx;
-            if (options->kv_type >= 0)
-                s->options.kv_dtype = static_cast<dwell_dtype>(options->kv_type);
-            if (options->shift_context) s->options.on_full = dwell::ContextFull::Shift;
-        }
+        dwell_session_options given;
+        dwell_session_options_init(&given);
+        if (options) given = *options;
+        constexpr const char* call = "dwell_session_create";
+        if (given.n_ctx < 0 || given.n_ctx > kMaxContext)
+            bad_option(call, "n_ctx", std::to_string(given.n_ctx),
+                       "use 1 .. 16777216 tokens, or 0 for the model's training context");
+        if (given.kv_type != -1 && !is_kv_type(given.kv_type))
+            bad_option(call, "kv_type", std::to_string(given.kv_type),
+                       "use DWELL_F16, DWELL_Q8_0, DWELL_FP8_E4M3 or DWELL_F32, or -1 for the "
+                       "manifest's [kv] dtype");
+        s->options.n_ctx = given.n_ctx;
+        if (given.kv_type != -1) s->options.kv_dtype = static_cast<dwell_dtype>(given.kv_type);
+        if (given.shift_context) s->options.on_full = dwell::ContextFull::Shift;
         s->session = std::make_unique<dwell::Session>(*s->runtime, s->model, s->options);
         *out = s.release();
         return DWELL_OK;
@@ -335,11 +552,25 @@ dwell_status dwell_session_generate(dwell_session* session, const char* text,
             throw dwell::Error(DWELL_ERR_INVALID_ARGUMENT,
                                "dwell_session_generate: the text has no tokens and the session is "
                                "empty (pass some text, or add_bos = 1)");
+        constexpr const char* call = "dwell_session_generate";
+        for (const auto& [field, v] :
+             {std::pair{"temperature", o.temperature}, std::pair{"top_p", o.top_p},
+              std::pair{"min_p", o.min_p}, std::pair{"repeat_penalty", o.repeat_penalty}}) {
+            if (!std::isfinite(v)) bad_option(call, field, number(v), "use a finite number");
+        }
+        if (!(o.top_p > 0.0f))
+            bad_option(call, "top_p", number(o.top_p), "use a number > 0; 1 or more: off");
+        if (!(o.min_p < 1.0f))
+            bad_option(call, "min_p", number(o.min_p), "use a number < 1; 0 or less: off");
+        if (!(o.repeat_penalty > 0.0f))
+            bad_option(call, "repeat_penalty", number(o.repeat_penalty),
+                       "use a number > 0; 1: off");
+        // The header's "off" values, in the sampler's ranges.
         dwell::SamplerParams sp;
-        sp.temperature = o.temperature;
+        sp.temperature = std::max(o.temperature, 0.0f);
         sp.top_k = o.top_k;
-        sp.top_p = o.top_p;
-        sp.min_p = o.min_p;
+        sp.top_p = std::min(o.top_p, 1.0f);
+        sp.min_p = std::max(o.min_p, 0.0f);
         sp.repeat_penalty = o.repeat_penalty;
         sp.seed = o.seed;
         dwell::Sampler sampler(sp);
@@ -405,6 +636,11 @@ dwell_status dwell_session_save(dwell_session* session, const char* path, dwell_
     if (!session || !path)
         return fail(error, DWELL_ERR_INVALID_ARGUMENT, "dwell_session_save: NULL argument");
     return guarded(error, [&] {
+        dwell::Session& s = *session->session;
+        // A reply that filled the context leaves its last token with no
+        // room: nothing can follow it, so the file is the context as it is.
+        if (session->pending >= 0 && !s.shifts_context() && s.n_past() >= s.n_ctx())
+            session->pending = -1;
         if (session->pending >= 0) {
             const int32_t token = session->pending;
             session->session->decode(std::span<const int32_t>(&token, 1));

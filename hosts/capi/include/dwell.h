@@ -20,23 +20,35 @@
  * once. A session is used by one thread at a time, except
  * dwell_session_cancel(), which any thread may call at any time while the
  * session exists and no dwell_session_reset / _load runs on it (it stops
- * that session's running or next generation with DWELL_ERR_CANCELLED). */
+ * that session's running or next generation with DWELL_ERR_CANCELLED).
+ *
+ * Options: every *_options pointer may be NULL, which means what the
+ * matching *_init() call sets. A numeric field out of its documented range
+ * is refused with DWELL_ERR_INVALID_ARGUMENT and a message naming it.
+ *
+ * Logging: the library never writes to stdout. Its log lines (and those
+ * plugins send through the host) go to stderr as "dwell: LEVEL: text", or
+ * to the callback set with dwell_set_log_callback(). */
 #ifndef DWELL_H
 #define DWELL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dwell/status.h"
+#include "dwell/status.h" /* dwell_status, DWELL_OK, DWELL_ERR_* */
+#include "dwell/tensor.h" /* the DWELL_* dtypes of dwell_session_options.kv_type */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define DWELL_CAPI_VERSION_MAJOR 1
-#define DWELL_CAPI_VERSION_MINOR                         \
-    2 /* 1.1: the thermal fields of dwell_runtime_stats; \
-         1.2: dwell_backend_stats_get */
+/* 1.1: the thermal fields of dwell_runtime_stats;
+ * 1.2: dwell_backend_stats_get;
+ * 1.3: DWELL_ERR_CONTEXT_FULL and dwell_capi_status_name, the log callback
+ *      and level (dwell_set_log_callback, dwell_set_log_level,
+ *      DWELL_CAPI_LOG_*), range checks on every numeric option */
+#define DWELL_CAPI_VERSION_MINOR 3
 
 #if defined(_WIN32)
 #define DWELL_CAPI __declspec(dllexport)
@@ -53,6 +65,47 @@ typedef struct dwell_error {
     char message[512]; /* one line, NUL-terminated; "" on success */
 } dwell_error;
 
+/* 1.3: statuses of the C API beyond those of dwell/status.h (which stay
+ * below 256). */
+enum {
+    /* The session's context has no room for the text: create the session
+     * with a larger n_ctx or with shift_context, or dwell_session_reset. */
+    DWELL_ERR_CONTEXT_FULL = 256
+};
+
+/* 1.3: a static string naming any status, those above included. */
+DWELL_CAPI const char* dwell_capi_status_name(dwell_status status);
+
+/* ---- logging (1.3) ---------------------------------------------------- */
+
+/* Levels, most severe first; a level passes the lines at it and above. */
+#define DWELL_CAPI_LOG_OFF (-2)
+#define DWELL_CAPI_LOG_ERROR (-1)
+#define DWELL_CAPI_LOG_WARNING 0 /* the default */
+#define DWELL_CAPI_LOG_INFO 1
+#define DWELL_CAPI_LOG_DEBUG 2
+/* Only in dwell_runtime_options.log_level: keep the level as it is. */
+#define DWELL_CAPI_LOG_UNCHANGED (-100)
+
+/* One log line: its level (DWELL_CAPI_LOG_ERROR .. _DEBUG) and its text
+ * (UTF-8, NUL-terminated, no newline), valid during the call only. */
+typedef void (*dwell_log_callback)(void* user, int32_t level, const char* message,
+                                   size_t message_len);
+
+/* Process-wide: sends every later log line of the library, its plugins
+ * included, to `callback` instead of stderr; NULL goes back to stderr.
+ * The library calls it from any of its threads, one call at a time. Once
+ * this returns, the previous callback is not running and is not called
+ * again, so its `user` may be freed. The callback must return normally
+ * (an exception thrown from C++ is caught and the line dropped) and must
+ * not call into dwell. dwell logs through spdlog: an application that uses
+ * spdlog's default logger itself gets dwell's in its place. */
+DWELL_CAPI void dwell_set_log_callback(dwell_log_callback callback, void* user);
+
+/* Process-wide, any thread, any time: the least severe level logged
+ * (DWELL_CAPI_LOG_OFF .. DWELL_CAPI_LOG_DEBUG). */
+DWELL_CAPI dwell_status dwell_set_log_level(int32_t level, dwell_error* error);
+
 typedef struct dwell_runtime dwell_runtime;
 typedef struct dwell_llm dwell_llm;
 typedef struct dwell_session dwell_session;
@@ -61,15 +114,21 @@ typedef struct dwell_session dwell_session;
 
 typedef struct dwell_runtime_options {
     size_t struct_size;
-    const char* manifest_path; /* NULL: detect the device and choose a manifest */
-    int32_t threads;           /* > 0 overrides the manifest's [cpu] threads */
-    int64_t memory_budget_mb;  /* >= 0 overrides [memory] budget_mb; -1: the manifest's */
-    int32_t log_level; /* process-wide: 0 warnings (default), 1 info, 2 debug, -1 errors only */
+    const char* manifest_path; /* NULL or "": detect the device and choose a manifest */
+    int32_t threads;           /* 1 .. 1024 overrides the manifest's [cpu] threads; 0: its */
+    /* 0 .. 2^30 overrides [memory] budget_mb (0: no budget); -1: the manifest's */
+    int64_t memory_budget_mb;
+    /* dwell_set_log_level() as the runtime opens (a DWELL_CAPI_LOG_* level),
+     * or DWELL_CAPI_LOG_UNCHANGED. */
+    int32_t log_level;
 } dwell_runtime_options;
 
+/* No manifest (detect), the manifest's threads and budget, the log level
+ * unchanged (1.3; before: DWELL_CAPI_LOG_WARNING, which is also the level
+ * the library starts with). */
 DWELL_CAPI void dwell_runtime_options_init(dwell_runtime_options* options);
 
-/* options may be NULL (all defaults). */
+/* options may be NULL (what dwell_runtime_options_init sets). */
 DWELL_CAPI dwell_status dwell_runtime_open(const dwell_runtime_options* options,
                                            dwell_runtime** out, dwell_error* error);
 DWELL_CAPI void dwell_runtime_close(dwell_runtime* runtime);
@@ -82,7 +141,7 @@ typedef struct dwell_runtime_stats {
     uint64_t kv_pages_in_use;
     uint64_t kv_page_bytes;
     char manifest[256]; /* the manifest file in use */
-    char device[256];   /* the detected device, or "" when --manifest was given */
+    char device[256];   /* the detected device, or "" when manifest_path was given */
     /* 1.1: the thermal governor (left as is when struct_size ends before
      * them; all zero when the governor is off). */
     int thermal_active;
@@ -147,14 +206,18 @@ DWELL_CAPI dwell_status dwell_tokenize(const dwell_llm* model, const char* text,
 
 typedef struct dwell_session_options {
     size_t struct_size;
-    int32_t n_ctx;     /* 0: the model's training context */
-    int32_t kv_type;   /* a dwell_dtype (F16, Q8_0, FP8_E4M3, F32); -1: the manifest's */
+    /* 1 .. 2^24 tokens; 0: the model's training context (at most 4096) */
+    int32_t n_ctx;
+    /* DWELL_F16, DWELL_Q8_0, DWELL_FP8_E4M3 or DWELL_F32; -1: the manifest's
+     * [kv] dtype */
+    int32_t kv_type;
     int shift_context; /* nonzero: a full context drops old tokens instead of stopping */
 } dwell_session_options;
 
+/* The model's context, the manifest's KV type, no shift. */
 DWELL_CAPI void dwell_session_options_init(dwell_session_options* options);
 
-/* options may be NULL. */
+/* options may be NULL (what dwell_session_options_init sets). */
 DWELL_CAPI dwell_status dwell_session_create(dwell_llm* model, const dwell_session_options* options,
                                              dwell_session** out, dwell_error* error);
 DWELL_CAPI void dwell_session_free(dwell_session* session);
@@ -167,14 +230,16 @@ typedef struct dwell_generate_options {
     int32_t max_tokens;   /* tokens to generate at most; <= 0: until end of text or context */
     float temperature;    /* <= 0: greedy */
     int32_t top_k;        /* <= 0: off */
-    float top_p;          /* >= 1: off */
-    float min_p;          /* <= 0: off */
-    float repeat_penalty; /* 1: off */
+    float top_p;          /* > 0; >= 1: off */
+    float min_p;          /* < 1; <= 0: off */
+    float repeat_penalty; /* > 0; 1: off */
     uint64_t seed;
     int add_bos; /* nonzero: a BOS token before the text (the first turn) */
 } dwell_generate_options;
+/* The float fields must be finite numbers (no NaN or infinity). */
 
-/* Greedy, 128 tokens, BOS added. */
+/* Greedy, 128 tokens, BOS added (top_k 40, top_p 0.95, min_p 0.05 for a
+ * temperature set later). */
 DWELL_CAPI void dwell_generate_options_init(dwell_generate_options* options);
 
 /* Called with each generated token and its text (UTF-8, possibly empty
@@ -193,8 +258,11 @@ typedef struct dwell_generation_stats {
 
 /* Continues the session's conversation with `text` and generates. The
  * session keeps everything, so the next call continues after the reply.
- * callback and stats may be NULL. Returns DWELL_ERR_CANCELLED after
- * dwell_session_cancel(); the session then stays usable. */
+ * options (the defaults above), callback and stats may be NULL. Returns
+ * DWELL_ERR_CANCELLED after dwell_session_cancel(); the session then stays
+ * usable. A reply stops when the context fills (stats.stopped_at_context);
+ * text that does not fit returns DWELL_ERR_CONTEXT_FULL (1.3; before:
+ * DWELL_ERR_OUT_OF_MEMORY) and leaves the session as it was. */
 DWELL_CAPI dwell_status dwell_session_generate(dwell_session* session, const char* text,
                                                const dwell_generate_options* options,
                                                dwell_token_callback callback, void* user,

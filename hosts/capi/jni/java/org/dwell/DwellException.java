@@ -10,6 +10,8 @@ public final class DwellException extends RuntimeException {
     public static final int CORRUPT = 7;
     public static final int CANCELLED = 8;
     public static final int TIMEOUT = 9;
+    /** The session's context has no room for the text (C API 1.3). */
+    public static final int CONTEXT_FULL = 256;
 
     private final int code;
 
