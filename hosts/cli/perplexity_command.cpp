@@ -13,6 +13,7 @@
 #include "dwell/core/model.hpp"
 #include "dwell/core/perplexity.hpp"
 #include "dwell/core/progress_bar.hpp"
+#include "dwell/core/session_file.hpp"
 #include "dwell/core/tokenizer.hpp"
 
 namespace dwell::cli {
@@ -49,8 +50,9 @@ int perplexity_command(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse("perplexity", "-m MODEL -f TEXT [--ctx N] [options]", desc, args, vm)) return 0;
     set_verbosity(common.verbosity);
-    if (n_ctx < 8 || n_ctx % 2 != 0) {
-        throw po::error("--ctx " + std::to_string(n_ctx) + " must be even and at least 8");
+    if (n_ctx < 8 || n_ctx % 2 != 0 || n_ctx > kSessionMaxContext) {
+        throw po::error("--ctx " + std::to_string(n_ctx) + " must be even and within 8.." +
+                        std::to_string(kSessionMaxContext));
     }
     if (n_batch < 1) throw po::error("--batch " + std::to_string(n_batch) + " must be at least 1");
     SessionOptions so;

@@ -90,6 +90,7 @@ TEST(CliOptions, EveryBadOptionExits2NamingTheFlagBeforeAnythingLoads) {
         {"perplexity",
          {"-m", missing, "-f", text},
          {{{"--ctx", "7"}, "--ctx"},
+          {{"--ctx", "99999998"}, "--ctx"},
           {{"--batch", "0"}, "--batch"},
           {{"--kv-type", "q4"}, "--kv-type"},
           {{"--kl-base", (dir.path() / "no-such.base").string()}, "--kl-base"}}},
