@@ -70,7 +70,16 @@ int synth_command(const std::vector<std::string>& args) {
     spec.dtype = parse_type(type);
     spec.seed = static_cast<uint64_t>(seed);
     if (!vocab.empty()) spec.vocab_model = vocab;
-    write_synthetic_model(spec, out);
+    try {
+        write_synthetic_model(spec, out);
+    } catch (const Error& e) {
+        // The spec's own checks (shapes that do not fit together) run before
+        // anything is written: they are option errors too.
+        const std::string what = e.what();
+        if (e.status() == DWELL_ERR_INVALID_ARGUMENT && what.rfind("synth: ", 0) == 0)
+            throw po::error(what.substr(7));
+        throw;
+    }
     std::cerr << "wrote " << out << "\n";
     return 0;
 }

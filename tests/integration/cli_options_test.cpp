@@ -68,6 +68,7 @@ TEST(CliOptions, EveryBadOptionExits2NamingTheFlagBeforeAnythingLoads) {
         {{"--kv-type", "q4"}, "--kv-type"},
         {{"--ctx-full", "wrap"}, "--ctx-full"},
         {{"--n-predict", "-2"}, "--n-predict"},
+        {{"--seed", "-5"}, "--seed"},
         {{"--temp", "warm"}, "--temp"},
     };
     std::vector<Command> commands = {
@@ -114,6 +115,7 @@ TEST(CliOptions, EveryBadOptionExits2NamingTheFlagBeforeAnythingLoads) {
           {{"--n-embd", "-4"}, "--n-embd"},
           {{"--n-vocab", "0"}, "--n-vocab"},
           {{"--ctx", "0"}, "--ctx"},
+          {{"--n-embd", "100", "--n-head", "3"}, "--n-head"},
           {{"--vocab", (dir.path() / "no-such.model").string()}, "--vocab"}}},
         {"devices", {}, {{{"--getprop", (dir.path() / "no-such.txt").string()}, "--getprop"}}},
         {"bench",
