@@ -106,11 +106,13 @@ public:
             }
             request.prompt = prompt_.encode(messages_, true);
             // A conversation longer than the context loses its oldest turns
-            // (the opening stays), as the context shift would drop them.
+            // (the opening stays), as the context shift would drop them: a
+            // user message with its reply, so the roles still alternate.
             while (session_->shifts_context() &&
                    static_cast<int64_t>(request.prompt.size()) >= session_->n_ctx() &&
                    messages_.size() > opening_.size() + 1) {
-                messages_.erase(messages_.begin() + static_cast<std::ptrdiff_t>(opening_.size()));
+                const auto first = messages_.begin() + static_cast<std::ptrdiff_t>(opening_.size());
+                messages_.erase(first, first + (messages_.size() > opening_.size() + 2 ? 2 : 1));
                 request.prompt = prompt_.encode(messages_, true);
                 text = prompt_.chat_template().render(messages_, true);
             }

@@ -44,6 +44,12 @@ std::vector<std::string> replies(const std::string& out) {
     return r;
 }
 
+int lines_with(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
 class Chat : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -112,6 +118,27 @@ TEST_F(Chat, AFullContextShiftsByDefaultKeepingTheSystemMessage) {
     ASSERT_GE(session->tokens().size(), system.size());
     EXPECT_TRUE(std::equal(system.begin(), system.end(), session->tokens().begin()))
         << "the system message was shifted out";
+}
+
+// A turn too long for any shift fails alone; the next turn starts the
+// session over from the whole conversation, longer than the context by
+// then, so its oldest turns give way and the reply comes.
+TEST_F(Chat, AConversationLongerThanTheContextLosesItsOldestTurnsOnARestart) {
+    std::string huge;
+    for (int i = 0; i < 60; ++i) huge += "the big red dog ran ";
+    const auto r = run_dwell(
+        args(40, {"--ctx", "128", "-s", "Be kind"}),
+        "Tell me a story\nAnd then?\nWhat next?\n" + huge + "\nMore please\n/stats\n/quit\n");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("even after dropping all but the"), std::string::npos) << r.err;
+    EXPECT_EQ(lines_with(r.err, "dwell chat: context full"), 1) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(context (\d+) / 128 tokens)"))) << r.out;
+    EXPECT_GT(std::stoi(m[1]), 0);
+    // The last turn was answered: its reply is in the conversation.
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(, (\d+) messages \|)"))) << r.out;
+    EXPECT_LT(std::stoi(m[1]), 9);      // older turns gave way
+    EXPECT_EQ(std::stoi(m[1]) % 2, 1);  // the system message and whole turns
 }
 
 // With --ctx-full stop the reply stops at the full context, and what the
