@@ -301,7 +301,7 @@ TEST_F(Sessions, AFullContextSavesWithItsPendingToken) {
     EXPECT_EQ(in.host_data, "the host's bytes");
     EXPECT_TRUE(in.had_host_data);
     // A host that takes no extras gets the pending token decoded when there
-    // is room: in a shifting session, or a larger context is refused.
+    // is room: here, by shifting.
     so.on_full = ContextFull::Shift;
     so.n_keep = 4;
     auto c = Session::restore(runtime, model, file, so);
