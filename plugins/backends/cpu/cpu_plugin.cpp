@@ -212,9 +212,9 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
         if (host != nullptr && DWELL_HAS_FIELD(host, dwell_host_services, log) &&
             host->log != nullptr) {
             std::string line = std::string(kDeviceName) + ": " + std::to_string(threads) +
-                               (threads == 1 ? " thread" : " threads") + ", " +
-                               simd_level_name(dot_kernels().level) + " kernels";
+                               (threads == 1 ? " thread" : " threads");
             if (!cpus.empty()) line += " pinned to big cores " + cpu_list_string(cpus);
+            line.append(", ").append(simd_level_name(dot_kernels().level)).append(" kernels");
             host->log(host->host, DWELL_LOG_INFO, kPluginName, line.c_str());
         }
         *out = ctx.release();
