@@ -185,7 +185,7 @@ void copy_seeds(const fs::path& from, const fs::path& to, std::string_view suffi
 }
 
 // Sessions of every KV type, as Session::save writes them: empty, and
-// three tokens with their logits.
+// three tokens with their logits, a pending token and host data.
 void write_session_seeds(const fs::path& dir) {
     const dwell::SessionFileModel model = dwell::fuzz::session_file_model();
     for (const dwell_dtype dtype : {DWELL_F16, DWELL_F32, DWELL_Q8_0, DWELL_FP8_E4M3}) {
@@ -195,6 +195,10 @@ void write_session_seeds(const fs::path& dir) {
             h.n_ctx = 8;
             h.n_past = n_past;
             h.n_logits = n_past ? static_cast<int32_t>(model.n_vocab) : 0;
+            // With tokens: a pending token and host data (a chat's conversation).
+            const std::string host = n_past ? "{\"messages\":[]}" : "";
+            h.pending_token = n_past ? 5 : -1;
+            h.host_data_bytes = static_cast<uint32_t>(host.size());
             const fs::path path = dir / (std::string(dwell_dtype_name(dtype)) + "-" +
                                          std::to_string(n_past) + ".dwses");
             dwell::SessionFileWriter w(path, model, h);
@@ -206,6 +210,7 @@ void write_session_seeds(const fs::path& dir) {
                 const float logit = 0.25f * static_cast<float>(i % 9) - 1.0f;
                 w.write(&logit, sizeof logit);
             }
+            w.write(host.data(), host.size());
             const std::vector<uint8_t> row = bytes_of(dwell_row_bytes(dtype, model.kv_width), 3);
             for (int64_t r = 0; r < 2 * model.n_layer * n_past; ++r)
                 w.write(row.data(), row.size());

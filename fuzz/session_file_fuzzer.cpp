@@ -21,13 +21,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
         dwell::SessionFileReader in(scratch.path(), model);
         const dwell::SessionFileHeader& h = in.header();
-        const uint64_t claimed = 56 + 8 + 4 * uint64_t(h.n_past) + 4 * uint64_t(h.n_logits) +
+        const uint64_t header = h.version >= 3 ? 72 : 56;
+        const uint64_t claimed = header + 8 + 4 * uint64_t(h.n_past) + 4 * uint64_t(h.n_logits) +
+                                 h.host_data_bytes +
                                  2 * uint64_t(model.n_layer) * uint64_t(h.n_past) * h.row_bytes;
         if (claimed != size || h.n_past > h.n_ctx) __builtin_trap();
         const std::vector<int32_t> tokens = in.read_tokens();
         for (int32_t t : tokens)
             if (t < 0 || t >= model.n_vocab) __builtin_trap();
         (void)in.read_logits();
+        if (in.read_host_data().size() != h.host_data_bytes) __builtin_trap();
         std::vector<uint8_t> row(h.row_bytes);
         for (int64_t i = 0; i < 2 * model.n_layer * int64_t{h.n_past}; ++i) in.read_row(row);
         in.finish();

@@ -1,6 +1,7 @@
 // The model the session-file fuzzer restores into, shared with the seed
 // generator so the seeds it writes pass the header's model checks: 2
-// layers, KV width 32 (whole blocks of every KV type), 40 token ids.
+// layers, KV width 32 (whole blocks of every KV type), 40 token ids, a
+// fixed weights fingerprint.
 #pragma once
 
 #include "dwell/core/session_file.hpp"
@@ -8,7 +9,7 @@
 namespace dwell::fuzz {
 
 inline SessionFileModel session_file_model() {
-    return {2, 32, 40, 4096, "fuzz.gguf"};
+    return {2, 32, 40, 4096, 0x5eed, "fuzz.gguf"};
 }
 
 }  // namespace dwell::fuzz

@@ -1,6 +1,7 @@
 #include "dwell/core/session.hpp"
 
 #include <spdlog/spdlog.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
@@ -380,21 +381,77 @@ namespace {
 
 SessionFileModel file_model_of(const Model& model) {
     const auto& info = model.info();
-    return {info.n_layer, info.kv_width, info.n_vocab, model.weight_bytes(), model.path().string()};
+    return {info.n_layer,
+            info.kv_width,
+            info.n_vocab,
+            model.weight_bytes(),
+            session_weights_fingerprint(model),
+            model.path().string()};
 }
 
 }  // namespace
 
-void Session::save(const std::filesystem::path& path) const {
+uint64_t session_weights_fingerprint(const Model& model) {
+    XXH3_state_t* raw = XXH3_createState();
+    if (!raw) throw Error(DWELL_ERR_OUT_OF_MEMORY, "cannot allocate a hash");
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st(raw, &XXH3_freeState);
+    XXH3_64bits_reset(st.get());
+    auto add = [&](const void* p, size_t n) { XXH3_64bits_update(st.get(), p, n); };
+    auto add_u64 = [&](uint64_t v) { add(&v, sizeof v); };
+    add(model.architecture().data(), model.architecture().size());
+    const auto& info = model.info();
+    for (int64_t v : {int64_t{info.n_vocab}, int64_t{info.n_layer}, int64_t{info.kv_width},
+                      int64_t{info.n_ctx_train}})
+        add_u64(static_cast<uint64_t>(v));
+    // Pages at both ends of every tensor: a fine-tune changes nearly every
+    // weight, so these differ, and reading them costs two pages a tensor.
+    constexpr uint64_t kSample = 4096;
+    for (const SourceTensor& t : model.source().tensors()) {
+        add(t.name.data(), t.name.size() + 1);
+        add_u64(static_cast<uint64_t>(t.dtype));
+        for (int64_t d : t.ne) add_u64(static_cast<uint64_t>(d));
+        add_u64(t.size);
+        // A checksum the file keeps covers every byte, and is there whether
+        // the tensor is resident or read later (streamed packs).
+        if (t.stored.xxh3) {
+            add_u64(*t.stored.xxh3);
+        } else if (t.data) {
+            const uint64_t head = std::min(t.size, kSample);
+            add(t.data, head);
+            add(t.data + (t.size - head), head);
+        } else {
+            add_u64(t.stored.offset);
+            add_u64(t.stored.bytes);
+        }
+    }
+    return XXH3_64bits_digest(st.get());
+}
+
+void Session::save(const std::filesystem::path& path, const SessionExtras& extras) const {
     const std::span<const float> logits = last_logits();
+    const auto n_vocab = model_->info().n_vocab;
+    if (extras.pending_token < -1 || extras.pending_token >= n_vocab) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "session save: pending token " +
+                                                    std::to_string(extras.pending_token) +
+                                                    " is outside the vocabulary");
+    }
+    if (extras.host_data.size() > kSessionMaxHostData) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    path.string() + ": " + std::to_string(extras.host_data.size()) +
+                        " bytes of host data exceed the session file's limit of " +
+                        std::to_string(kSessionMaxHostData));
+    }
     SessionFileHeader h;
     h.kv_dtype = kv_.dtype();
     h.n_ctx = n_ctx_;
     h.n_past = n_past_;
     h.n_logits = static_cast<int32_t>(logits.size());
+    h.pending_token = extras.pending_token;
+    h.host_data_bytes = static_cast<uint32_t>(extras.host_data.size());
     SessionFileWriter out(path, file_model_of(*model_), h);
     out.write(tokens_.data(), tokens_.size() * sizeof(int32_t));
     out.write(logits.data(), logits.size() * sizeof(float));
+    out.write(extras.host_data.data(), extras.host_data.size());
     for (int32_t l = 0; l < model_->info().n_layer; ++l) {
         for (int32_t which = 0; which < 2; ++which) {
             for (int32_t pos = 0; pos < n_past_; ++pos) {
@@ -407,7 +464,7 @@ void Session::save(const std::filesystem::path& path) const {
 
 std::unique_ptr<Session> Session::restore(Runtime& runtime, std::shared_ptr<const Model> model,
                                           const std::filesystem::path& path,
-                                          const SessionOptions& options) {
+                                          const SessionOptions& options, SessionExtras* extras) {
     const int32_t n_layer = model->info().n_layer;
     SessionFileReader in(path, file_model_of(*model));
     const SessionFileHeader& h = in.header();
@@ -423,6 +480,7 @@ std::unique_ptr<Session> Session::restore(Runtime& runtime, std::shared_ptr<cons
     auto session = std::make_unique<Session>(runtime, std::move(model), so);
     session->tokens_ = in.read_tokens();
     session->logits_ = in.read_logits();
+    std::string host_data = in.read_host_data();
     KvCache& kv = session->kv_;
     kv.prepare_write(0, h.n_past);
     for (int32_t l = 0; l < n_layer; ++l) {
@@ -434,6 +492,20 @@ std::unique_ptr<Session> Session::restore(Runtime& runtime, std::shared_ptr<cons
     }
     in.finish();
     session->n_past_ = h.n_past;
+    if (h.version < 3) {
+        spdlog::info(
+            "{}: a version {} session file: it has no weights fingerprint, so only the "
+            "model's shape was checked",
+            path.string(), h.version);
+    }
+    if (extras) {
+        extras->pending_token = h.pending_token;
+        extras->host_data = std::move(host_data);
+        extras->had_host_data = h.version >= 3;
+    } else if (h.pending_token >= 0 &&
+               (session->n_past_ < session->n_ctx_ || session->shifts_context())) {
+        session->decode(std::span<const int32_t>(&h.pending_token, 1));
+    }
     return session;
 }
 

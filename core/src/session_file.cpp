@@ -24,8 +24,14 @@ namespace {
 constexpr char kMagic[8] = {'D', 'W', 'E', 'L', 'L', 'S', 'E', 'S'};
 // 2: FP8_E4M3 keys hold offset keys (quant.h); version 1 files are read
 // unless their keys are FP8.
-constexpr uint32_t kVersion = 2;
-constexpr size_t kHeaderBytes = 56;
+// 3: the weights' fingerprint, the pending token and host data.
+constexpr uint32_t kVersion = 3;
+constexpr size_t kHeaderBytesV2 = 56;
+constexpr size_t kHeaderBytes = 72;
+
+size_t header_bytes(uint32_t version) {
+    return version >= 3 ? kHeaderBytes : kHeaderBytesV2;
+}
 constexpr size_t kChecksumBytes = 8;
 
 bool is_kv_dtype(uint32_t t) {
@@ -61,7 +67,8 @@ bool expected_file_bytes(const SessionFileHeader& h, int64_t n_layer, uint64_t* 
     const auto past = static_cast<uint64_t>(h.n_past);
     uint64_t rows = 0;
     uint64_t kv = 0;
-    uint64_t total = kHeaderBytes + kChecksumBytes + 4 * past + 4 * uint64_t(h.n_logits);
+    uint64_t total = header_bytes(h.version) + kChecksumBytes + 4 * past +
+                     4 * uint64_t(h.n_logits) + h.host_data_bytes;
     return !__builtin_mul_overflow(static_cast<uint64_t>(n_layer) * 2, past, &rows) &&
            !__builtin_mul_overflow(rows, h.row_bytes, &kv) &&
            !__builtin_add_overflow(total, kv, out);
@@ -109,6 +116,9 @@ SessionFileWriter::SessionFileWriter(const std::filesystem::path& path,
     put_le<uint64_t>(p, model.weight_bytes);
     put_le<uint32_t>(p, static_cast<uint32_t>(header.n_past));
     put_le<uint32_t>(p, static_cast<uint32_t>(header.n_logits));
+    put_le<uint64_t>(p, model.fingerprint);
+    put_le<int32_t>(p, header.pending_token);
+    put_le<uint32_t>(p, header.host_data_bytes);
     write(bytes.data(), bytes.size());
 }
 
@@ -159,14 +169,18 @@ struct SessionFileReader::Impl {
 
 void SessionFileReader::Impl::check_header(uint64_t file_bytes) {
     std::array<uint8_t, kHeaderBytes> bytes{};
-    if (file_bytes < kHeaderBytes) corrupt("the file is truncated");
-    read(bytes.data(), bytes.size());
+    if (file_bytes < kHeaderBytesV2) corrupt("the file is truncated");
+    read(bytes.data(), kHeaderBytesV2);
     if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) corrupt("bad magic");
     const uint8_t* p = bytes.data() + sizeof kMagic;
     const auto version = get_le<uint32_t>(p);
-    if (version != kVersion && version != 1) {
-        corrupt("version " + std::to_string(version) + ", this dwell reads 1 and " +
+    if (version < 1 || version > kVersion) {
+        corrupt("version " + std::to_string(version) + ", this dwell reads 1 to " +
                 std::to_string(kVersion));
+    }
+    if (version >= 3) {
+        if (file_bytes < kHeaderBytes) corrupt("the file is truncated");
+        read(bytes.data() + kHeaderBytesV2, kHeaderBytes - kHeaderBytesV2);
     }
     const auto dtype = get_le<uint32_t>(p);
     if (version == 1 && dtype == DWELL_FP8_E4M3) {
@@ -183,6 +197,14 @@ void SessionFileReader::Impl::check_header(uint64_t file_bytes) {
     const auto weight_bytes = get_le<uint64_t>(p);
     const auto n_past = get_le<uint32_t>(p);
     const auto n_logits = get_le<uint32_t>(p);
+    uint64_t fingerprint = 0;
+    int32_t pending = -1;
+    uint32_t host_bytes = 0;
+    if (version >= 3) {
+        fingerprint = get_le<uint64_t>(p);
+        pending = get_le<int32_t>(p);
+        host_bytes = get_le<uint32_t>(p);
+    }
     if (n_layer != static_cast<uint64_t>(model.n_layer) ||
         kv_width != static_cast<uint64_t>(model.kv_width) ||
         n_vocab != static_cast<uint64_t>(model.n_vocab) || weight_bytes != model.weight_bytes) {
@@ -191,6 +213,21 @@ void SessionFileReader::Impl::check_header(uint64_t file_bytes) {
                         model.source + " (" + std::to_string(n_layer) + " layers, KV width " +
                         std::to_string(kv_width) + ", vocabulary " + std::to_string(n_vocab) +
                         "); restore it with the model it was saved with");
+    }
+    // Older files have no fingerprint: their shape check above is all there is.
+    if (version >= 3 && fingerprint != model.fingerprint) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    path.string() + ": the session was saved with other weights than " +
+                        model.source +
+                        " (same shape, different weights: a fine-tune or another "
+                        "quantization?); restore it with the model it was saved with");
+    }
+    if (pending < -1 || pending >= static_cast<int64_t>(n_vocab)) {
+        corrupt("pending token " + std::to_string(pending) + " is outside the vocabulary");
+    }
+    if (host_bytes > kSessionMaxHostData) {
+        corrupt(std::to_string(host_bytes) + " bytes of host data exceed the limit of " +
+                std::to_string(kSessionMaxHostData));
     }
     if (!is_kv_dtype(dtype)) {
         corrupt("KV type " + std::to_string(dtype) + " is not one dwell stores (f16, f32, q8_0, " +
@@ -212,6 +249,9 @@ void SessionFileReader::Impl::check_header(uint64_t file_bytes) {
     header.n_ctx = static_cast<int32_t>(n_ctx);
     header.n_past = static_cast<int32_t>(n_past);
     header.n_logits = static_cast<int32_t>(n_logits);
+    header.pending_token = pending;
+    header.host_data_bytes = host_bytes;
+    header.version = version;
     header.row_bytes = dwell_row_bytes(header.kv_dtype, model.kv_width);
     if (header.row_bytes == 0) {
         corrupt(std::string("KV width ") + std::to_string(model.kv_width) + " is not whole " +
@@ -277,6 +317,12 @@ std::vector<float> SessionFileReader::read_logits() {
     std::vector<float> logits(static_cast<size_t>(impl_->header.n_logits));
     impl_->read(logits.data(), logits.size() * sizeof(float));
     return logits;
+}
+
+std::string SessionFileReader::read_host_data() {
+    std::string data(impl_->header.host_data_bytes, '\0');
+    impl_->read(data.data(), data.size());
+    return data;
 }
 
 void SessionFileReader::read_row(std::span<uint8_t> row) {

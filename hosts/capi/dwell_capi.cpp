@@ -636,17 +636,11 @@ dwell_status dwell_session_save(dwell_session* session, const char* path, dwell_
     if (!session || !path)
         return fail(error, DWELL_ERR_INVALID_ARGUMENT, "dwell_session_save: NULL argument");
     return guarded(error, [&] {
-        dwell::Session& s = *session->session;
-        // A reply that filled the context leaves its last token with no
-        // room: nothing can follow it, so the file is the context as it is.
-        if (session->pending >= 0 && !s.shifts_context() && s.n_past() >= s.n_ctx())
-            session->pending = -1;
-        if (session->pending >= 0) {
-            const int32_t token = session->pending;
-            session->session->decode(std::span<const int32_t>(&token, 1));
-            session->pending = -1;
-        }
-        session->session->save(path);
+        // The pending token goes into the file undecoded: a full context
+        // has no room for it, and saving must not change the session.
+        dwell::SessionExtras extras;
+        extras.pending_token = session->pending;
+        session->session->save(path, extras);
         return DWELL_OK;
     });
 }
@@ -655,10 +649,11 @@ dwell_status dwell_session_load(dwell_session* session, const char* path, dwell_
     if (!session || !path)
         return fail(error, DWELL_ERR_INVALID_ARGUMENT, "dwell_session_load: NULL argument");
     return guarded(error, [&] {
-        auto restored =
-            dwell::Session::restore(*session->runtime, session->model, path, session->options);
+        dwell::SessionExtras extras;
+        auto restored = dwell::Session::restore(*session->runtime, session->model, path,
+                                                session->options, &extras);
         session->session = std::move(restored);
-        session->pending = -1;
+        session->pending = extras.pending_token;
         return DWELL_OK;
     });
 }

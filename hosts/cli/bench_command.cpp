@@ -167,15 +167,15 @@ nlohmann::json weights_json(const Runtime& runtime, const WeightStreamer* stream
 // stdout and a table on stderr.
 int thermal_sim_bench(const std::vector<std::string>& args) {
     double minutes = 10, target = 0, limit = 0, noise = 0;
-    std::string csv_path = "thermal-sim.csv", svg_path = "thermal-sim.svg";
+    std::string csv_path, svg_path;  // empty: not written
     bool sim = false;
     po::options_description desc("dwell bench --thermal-sim");
     // clang-format off
     desc.add_options()
         ("thermal-sim", po::bool_switch(&sim), "simulate the thermal governor (no model)")
         ("minutes", po::value(&minutes)->default_value(10), "simulated minutes of continuous generation")
-        ("csv", po::value(&csv_path)->default_value("thermal-sim.csv"), "time series, one row per period per policy")
-        ("svg", po::value(&svg_path)->default_value("thermal-sim.svg"), "plot of temperature and tok/s")
+        ("csv", po::value(&csv_path), "write the time series here, one row per period per policy")
+        ("svg", po::value(&svg_path), "write a plot of temperature and tok/s here")
         ("target", po::value(&target), "target temperature, C (default: the manifest default, 42)")
         ("limit", po::value(&limit), "hard limit, C (default: the manifest default, 48)")
         ("noise", po::value(&noise)->default_value(0), "sensor noise, C (standard deviation, seeded)");
@@ -205,9 +205,13 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
     const ThermalSimPolicy policies[] = {ThermalSimPolicy::off, ThermalSimPolicy::stop_and_go,
                                          ThermalSimPolicy::dwell};
     const char* colors[] = {"#d62728", "#ff7f0e", "#1f77b4"};
-    std::ofstream csv(csv_path);
-    if (!csv) throw std::runtime_error(csv_path + ": cannot be written");
-    csv << "policy,t_s,temp_c,tok_s,duty,thread_share,freq_capped,offloaded,tokens_total\n";
+    // Files only when asked: a run for the summary leaves nothing behind.
+    std::ofstream csv;
+    if (!csv_path.empty()) {
+        csv.open(csv_path);
+        if (!csv) throw std::runtime_error(csv_path + ": cannot be written");
+        csv << "policy,t_s,temp_c,tok_s,duty,thread_share,freq_capped,offloaded,tokens_total\n";
+    }
     SvgPanel temp_panel{"Hottest device temperature", "time (s)", "temperature (C)", {}};
     SvgPanel tok_panel{"Generation speed", "time (s)", "tokens/s", {}};
     nlohmann::json summary = nlohmann::json::object();
@@ -224,7 +228,7 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                           x.t_s, x.temp_c, x.tok_s, x.actions.duty, x.actions.thread_share,
                           x.actions.freq_capped ? 1 : 0, x.actions.offloaded ? 1 : 0,
                           x.tokens_total);
-            csv << row;
+            if (csv.is_open()) csv << row;
             temp.x.push_back(x.t_s);
             temp.y.push_back(x.temp_c);
             tok.x.push_back(x.t_s);
@@ -246,7 +250,7 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                      s.max_temp_c, s.seconds_above_limit, s.tail_mean_abs_error_c, s.tail_swing_c,
                      s.tokens, s.mean_tok_s);
     }
-    if (!csv.flush()) throw std::runtime_error(csv_path + ": write failed");
+    if (csv.is_open() && !csv.flush()) throw std::runtime_error(csv_path + ": write failed");
     // The target and the limit, dashed, across the temperature panel.
     for (const auto& [label, value, color] : {std::tuple{"target", config.target_c, "#2ca02c"},
                                               std::tuple{"limit", config.limit_c, "#7f7f7f"}}) {
@@ -261,15 +265,17 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                   "dwell thermal governor, simulated phone: %.0f min of generation, target %.0f C, "
                   "limit %.0f C",
                   minutes, config.target_c, config.limit_c);
-    std::ofstream svg(svg_path);
-    if (!svg || !(svg << render_svg(title, {temp_panel, tok_panel})) || !svg.flush()) {
-        throw std::runtime_error(svg_path + ": cannot be written");
+    if (!svg_path.empty()) {
+        std::ofstream svg(svg_path);
+        if (!svg || !(svg << render_svg(title, {temp_panel, tok_panel})) || !svg.flush()) {
+            throw std::runtime_error(svg_path + ": cannot be written");
+        }
     }
     summary["target_c"] = config.target_c;
     summary["limit_c"] = config.limit_c;
     summary["minutes"] = minutes;
-    summary["csv"] = csv_path;
-    summary["svg"] = svg_path;
+    if (!csv_path.empty()) summary["csv"] = csv_path;
+    if (!svg_path.empty()) summary["svg"] = svg_path;
     std::cout << summary.dump(2) << "\n";
     return 0;
 }
@@ -309,7 +315,7 @@ int bench_command(const std::vector<std::string>& args) {
     if (n_prompt < 1) throw po::error("--n-prompt " + std::to_string(n_prompt) + " must be >= 1");
     if (n_gen < 1) throw po::error("--n-gen " + std::to_string(n_gen) + " must be >= 1");
     if (reps < 1) throw po::error("--repetitions " + std::to_string(reps) + " must be >= 1");
-    if (n_ctx < 0) throw po::error("--ctx " + std::to_string(n_ctx) + " must be >= 0");
+    check_ctx(n_ctx);
     if (depth < 0) throw po::error("--depth " + std::to_string(depth) + " must be >= 0");
     SessionOptions so;
     so.n_ctx = n_ctx;

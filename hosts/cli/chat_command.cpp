@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <iostream>
@@ -38,6 +39,19 @@ std::string thermal_line(const ThermalState& t) {
         a.throttle, a.duty, a.thread_share, a.freq_capped ? ", frequency capped" : "",
         a.offloaded ? ", accelerators paused" : "", a.fallback ? " (sensor fallback)" : "");
     return line;
+}
+
+// Tokens at the start of every rendering of a conversation opening with
+// `opening` (BOS, the system message): what a context shift keeps. Found as
+// the common start of two renderings that differ only after it, since some
+// templates fold the system message into the first user turn.
+int32_t opening_tokens(const ChatPrompt& prompt, const std::vector<ChatMessage>& opening) {
+    std::vector<ChatMessage> a = opening, b = opening;
+    a.push_back({"user", "a"});
+    b.push_back({"user", "b"});
+    const std::vector<int32_t> ta = prompt.encode(a, true), tb = prompt.encode(b, true);
+    const auto end = std::mismatch(ta.begin(), ta.end(), tb.begin(), tb.end()).first;
+    return static_cast<int32_t>(end - ta.begin());
 }
 
 // The conversation: its messages, and the session holding their tokens.
@@ -76,7 +90,7 @@ public:
             messages_.pop_back();
             throw;
         }
-        const std::string text = prompt_.chat_template().render(messages_, true);
+        std::string text = prompt_.chat_template().render(messages_, true);
         if (!held_text_.empty() && text.compare(0, held_text_.size(), held_text_) == 0) {
             // Only the new part: the end of the last reply, the user's turn and
             // the assistant's header.
@@ -91,6 +105,17 @@ public:
                 session_ = std::make_unique<Session>(runtime_, model_, options_);
             }
             request.prompt = prompt_.encode(messages_, true);
+            // A conversation longer than the context loses its oldest turns
+            // (the opening stays), as the context shift would drop them: a
+            // user message with its reply, so the roles still alternate.
+            while (session_->shifts_context() &&
+                   static_cast<int64_t>(request.prompt.size()) >= session_->n_ctx() &&
+                   messages_.size() > opening_.size() + 1) {
+                const auto first = messages_.begin() + static_cast<std::ptrdiff_t>(opening_.size());
+                messages_.erase(first, first + (messages_.size() > opening_.size() + 2 ? 2 : 1));
+                request.prompt = prompt_.encode(messages_, true);
+                text = prompt_.chat_template().render(messages_, true);
+            }
         }
         request.stop_tokens = prompt_.stop_tokens();
         TextResult r;
@@ -113,44 +138,57 @@ public:
 
     void use_backend(const std::string& name) { session_->use_backend(name); }
 
+    // One file: the conversation travels as the session file's host data,
+    // so the two are written, renamed and checksummed together and can
+    // never come from two different saves. The reply's last token is saved
+    // undecoded, so a full context saves too.
     void save(const std::string& path) {
         nlohmann::json j = {{"held_text", held_text_}, {"messages", nlohmann::json::array()}};
         for (const auto& m : messages_)
             j["messages"].push_back({{"role", m.role}, {"content", m.content}});
+        SessionExtras extras;
         // Invalid UTF-8 typed at the terminal is replaced, not a failure.
-        const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-        if (pending_ >= 0) {
-            session_->decode(std::span<const int32_t>(&pending_, 1));
-            pending_ = -1;
-        }
-        session_->save(path);
-        std::ofstream out(path + ".chat.json");
-        if (!(out << text << "\n") || !out.flush())
-            throw Error(DWELL_ERR_IO, path + ".chat.json: cannot write the conversation");
+        extras.host_data = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        extras.pending_token = pending_;
+        session_->save(path, extras);
     }
 
     void load(const std::string& path) {
-        std::ifstream in(path + ".chat.json");
-        if (!in) throw Error(DWELL_ERR_IO, path + ".chat.json: cannot open (saved with /save?)");
         // Everything is read and checked before anything is replaced.
+        SessionExtras extras;
+        auto restored = Session::restore(runtime_, model_, path, options_, &extras);
+        std::string conversation = std::move(extras.host_data);
+        std::string source = path;
+        if (!extras.had_host_data) {
+            // A session file of an older dwell: its conversation is the
+            // .chat.json beside it, read as before.
+            source = path + ".chat.json";
+            std::ifstream in(source);
+            if (!in) throw Error(DWELL_ERR_IO, source + ": cannot open (saved with /save?)");
+            conversation.assign(std::istreambuf_iterator<char>(in), {});
+        } else if (conversation.empty()) {
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        path +
+                            ": the session holds no conversation (saved by dwell run or the "
+                            "C API?): /load takes files written by /save");
+        }
         std::vector<ChatMessage> messages;
         std::string held;
         try {
-            const nlohmann::json j = nlohmann::json::parse(in);
+            const nlohmann::json j = nlohmann::json::parse(conversation);
             for (const auto& m : j.at("messages"))
                 messages.push_back(
                     {m.at("role").get<std::string>(), m.at("content").get<std::string>()});
             held = j.at("held_text").get<std::string>();
         } catch (const nlohmann::json::exception& e) {
-            throw Error(DWELL_ERR_CORRUPT, path + ".chat.json: not a saved conversation (" +
-                                               std::string(e.what()) + ")");
+            throw Error(DWELL_ERR_CORRUPT,
+                        source + ": not a saved conversation (" + std::string(e.what()) + ")");
         }
-        auto restored = Session::restore(runtime_, model_, path, options_);
         std::lock_guard lock(mutex_);
         session_ = std::move(restored);
         messages_ = std::move(messages);
         held_text_ = std::move(held);
-        pending_ = -1;
+        pending_ = extras.had_host_data ? extras.pending_token : -1;
     }
 
     std::string stats() const {
@@ -158,11 +196,12 @@ public:
         const PoolStats pool = runtime_.pool().stats();
         char line[512];
         std::snprintf(line, sizeof line,
-                      "context %d / %d tokens, %zu messages | KV %s (%d pages in use) | memory %s"
+                      "context %d / %d tokens (%lld dropped by shifts), %zu messages | KV %s (%d "
+                      "pages in use) | memory %s"
                       " | last reply %d tokens at %.1f tok/s, prompt %d at %.1f tok/s\n"
                       "placement: %s",
-                      s.n_past(), s.n_ctx(), messages_.size(),
-                      format_bytes(s.kv_cache().bytes()).c_str(),
+                      s.n_past(), s.n_ctx(), static_cast<long long>(s.n_shifted()),
+                      messages_.size(), format_bytes(s.kv_cache().bytes()).c_str(),
                       runtime_.kv_pages().pages_in_use(), format_bytes(pool.used_bytes).c_str(),
                       last_.n_generated, last_.generation_tokens_per_second(), last_.n_prompt,
                       last_.prompt_tokens_per_second(), s.placement_summary().c_str());
@@ -197,7 +236,7 @@ private:
 
 int chat_command(const std::vector<std::string>& args) {
     CommonArgs common;
-    std::string model_path, system_prompt, template_name, kv_type;
+    std::string model_path, system_prompt, template_name, kv_type, ctx_full = "shift";
     int32_t n_predict = 512, n_ctx = 0;
     SamplerParams sp;
     int64_t seed = -1;
@@ -209,6 +248,7 @@ int chat_command(const std::vector<std::string>& args) {
         ("chat-template", po::value(&template_name), "chat template family instead of the model's (llama2, llama3, chatml, mistral, mistral-v3, gemma, phi3, zephyr)")
         ("n-predict,n", po::value(&n_predict)->default_value(n_predict), "longest reply in tokens")
         ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
+        ("ctx-full", po::value(&ctx_full)->default_value("shift"), "when the context is full: shift (keep the system message, drop the oldest turns) or stop")
         ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32")
         ("temp", po::value(&sp.temperature)->default_value(0.8f, "0.8"), "temperature (0: greedy)")
         ("top-k", po::value(&sp.top_k)->default_value(40), "top-k (0: off)")
@@ -221,7 +261,27 @@ int chat_command(const std::vector<std::string>& args) {
     if (!parse("chat", "-m MODEL [--system TEXT] [--chat-template NAME] [options]", desc, args, vm))
         return 0;
     set_verbosity(common.verbosity);
+    // Every option is checked before anything loads: a typo costs no model load.
+    check_count(n_predict, "--n-predict", 1);
+    check_ctx(n_ctx);
+    check_sampling(sp);
+    if (seed < -1)
+        throw po::error("--seed " + std::to_string(seed) + " must be >= 0, or -1 for random");
+    if (ctx_full != "stop" && ctx_full != "shift")
+        throw po::error("--ctx-full '" + ctx_full + "' must be shift or stop");
+    if (!template_name.empty()) {
+        try {
+            ChatTemplate::named(template_name);
+        } catch (const Error& e) {
+            throw po::error(std::string("--chat-template: ") + e.what());
+        }
+    }
+    SessionOptions so;
+    so.n_ctx = n_ctx;
+    if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
+    so.on_full = ctx_full == "shift" ? ContextFull::Shift : ContextFull::Stop;
     sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+    const RuntimeOptions ro = runtime_options(common);
 
     // Ctrl-C goes to a thread that stops the reply (blocked here first, so
     // no other thread receives it).
@@ -230,16 +290,14 @@ int chat_command(const std::vector<std::string>& args) {
     sigaddset(&interrupt, SIGINT);
     pthread_sigmask(SIG_BLOCK, &interrupt, nullptr);
 
-    Runtime runtime(runtime_options(common));
+    Runtime runtime(ro);
     auto model = Model::load(runtime, model_path);
     ChatPrompt prompt(
         model->tokenizer(),
         ChatTemplate::choose(template_name, chat_template_text(model->source().metadata())));
-    SessionOptions so;
-    so.n_ctx = n_ctx;
-    if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
     std::vector<ChatMessage> opening;
     if (!system_prompt.empty()) opening.push_back({"system", system_prompt});
+    so.n_keep = opening_tokens(prompt, opening);
     const std::string template_used = prompt.chat_template().name();
     Chat chat(runtime, model, std::move(prompt), so, opening);
 
@@ -294,7 +352,8 @@ int chat_command(const std::vector<std::string>& args) {
                     });
                     replying = false;
                     std::cout << (r.stats.stopped_at_context
-                                      ? " [context full: /reset to start over, or a larger --ctx]\n"
+                                      ? " [context full: /reset to start over, or restart "
+                                        "with a larger --ctx or --ctx-full shift]\n"
                                   : r.finish == FinishReason::Length ? " [reply cut at -n]\n"
                                                                      : "\n");
                 } catch (const Error& e) {

@@ -3,7 +3,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <iostream>
+#include <thread>
+
+#include "dwell/core/session_file.hpp"
 
 namespace dwell::cli {
 
@@ -26,7 +30,12 @@ void add_runtime_options(po::options_description& desc, CommonArgs& args) {
 
 RuntimeOptions runtime_options(const CommonArgs& args) {
     RuntimeOptions o;
-    if (!args.manifest.empty()) o.manifest = args.manifest;
+    if (!args.manifest.empty()) {
+        // Checked here so a typo fails as an option, before anything loads.
+        if (!std::filesystem::is_regular_file(args.manifest))
+            throw po::error("--manifest " + args.manifest + " is not a readable file");
+        o.manifest = args.manifest;
+    }
     if (!args.sysroot.empty()) {
         if (!std::filesystem::is_directory(args.sysroot))
             throw po::error("--sysroot " + args.sysroot + " is not a directory");
@@ -45,6 +54,13 @@ RuntimeOptions runtime_options(const CommonArgs& args) {
     if (args.threads < 0 || args.threads > 1024) {
         throw po::error("--threads " + std::to_string(args.threads) +
                         " is out of range (1..1024, or 0 for all cores)");
+    }
+    const unsigned cores = std::thread::hardware_concurrency();
+    if (cores > 0 && static_cast<unsigned>(args.threads) > cores) {
+        spdlog::warn(
+            "--threads {} is more than the {} cores here: the extra threads only wait "
+            "for a core (use --threads {} or fewer)",
+            args.threads, cores, cores);
     }
     o.threads = args.threads;
     if (args.memory_budget_mb != -1) {
@@ -87,6 +103,42 @@ dwell_dtype parse_kv_type(const std::string& name) {
     if (name == "fp8" || name == "fp8_e4m3") return DWELL_FP8_E4M3;
     throw po::error("--kv-type '" + name +
                     "' is not a KV-cache type (use f16, q8_0, fp8_e4m3 or f32)");
+}
+
+void check_sampling(const SamplerParams& sp) {
+    // Written as !(ok) so that NaN fails every check, as in the sampler.
+    auto text = [](float v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+        return std::string(buf);
+    };
+    if (!(sp.temperature >= 0.0f) || std::isinf(sp.temperature))
+        throw po::error("--temp " + text(sp.temperature) + " must be >= 0 (0: greedy)");
+    if (sp.top_k < 0)
+        throw po::error("--top-k " + std::to_string(sp.top_k) + " must be 0 (off) or positive");
+    if (!(sp.top_p > 0.0f && sp.top_p <= 1.0f))
+        throw po::error("--top-p " + text(sp.top_p) + " must be in (0, 1] (1: off)");
+    if (!(sp.min_p >= 0.0f && sp.min_p < 1.0f))
+        throw po::error("--min-p " + text(sp.min_p) + " must be in [0, 1) (0: off)");
+    if (!(sp.repeat_penalty > 0.0f) || std::isinf(sp.repeat_penalty))
+        throw po::error("--repeat-penalty " + text(sp.repeat_penalty) + " must be > 0 (1: off)");
+    if (sp.repeat_last_n < 0)
+        throw po::error("--repeat-last-n " + std::to_string(sp.repeat_last_n) + " must be >= 0");
+}
+
+void check_ctx(int32_t n_ctx, const char* flag) {
+    if (n_ctx < 0 || n_ctx > kSessionMaxContext) {
+        throw po::error(std::string(flag) + " " + std::to_string(n_ctx) +
+                        " is not a context size (use 1.." + std::to_string(kSessionMaxContext) +
+                        ", or 0 for the model's)");
+    }
+}
+
+void check_count(int64_t n, const char* flag, int64_t min) {
+    if (n < min) {
+        throw po::error(std::string(flag) + " " + std::to_string(n) +
+                        " must be >= " + std::to_string(min));
+    }
 }
 
 void set_verbosity(int verbosity) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dwell/core/runtime.hpp"
+#include "dwell/core/sampler.hpp"
 
 namespace dwell::cli {
 
@@ -32,6 +33,15 @@ RuntimeOptions runtime_options(const CommonArgs& args);
 void set_verbosity(int verbosity);
 // "f32" or "f16"; throws po::validation_error otherwise.
 dwell_dtype parse_kv_type(const std::string& name);
+
+// Checks, before anything loads, throwing po::error naming the flag:
+// the sampling options (--temp, --top-k, --top-p, --min-p and, when the
+// command has them, --repeat-penalty and --repeat-last-n) as the sampler
+// accepts them; a context size (--ctx: 0 for the model's, else up to the
+// longest a session may have); a token count (>= 0, or >= 1 when positive).
+void check_sampling(const SamplerParams& sp);
+void check_ctx(int32_t n_ctx, const char* flag = "--ctx");
+void check_count(int64_t n, const char* flag, int64_t min);
 
 // Parses argv for a subcommand; prints help and returns false for --help.
 // Throws po::error on bad options.

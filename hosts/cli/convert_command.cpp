@@ -8,6 +8,7 @@
 
 #include "cli_common.hpp"
 #include "dwell/core/convert.hpp"
+#include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/progress_bar.hpp"
 
@@ -55,15 +56,23 @@ int convert_command(const std::vector<std::string>& args) {
     ConvertOptions o;
     o.input = input;
     o.output = output;
-    o.quant = parse_quant_policy(quant);
+    try {
+        o.quant = parse_quant_policy(quant);
+    } catch (const Error& e) {
+        throw po::error(e.what());
+    }
+    if (!(snr_db > 0) || std::isinf(snr_db))
+        throw po::error("--snr-db " + std::to_string(snr_db) + " must be a positive number of dB");
     o.snr_db = snr_db;
     if (compress == "zstd") {
         o.compression = PackCompression::Zstd;
     } else if (compress != "none") {
         throw po::error("--compress '" + compress + "' is not a compression (use none or zstd)");
     }
-    if (zstd_level < 1 || zstd_level > 22) throw po::error("--zstd-level must be 1..22");
-    if (frame_kb < 4 || frame_kb > (1 << 20)) throw po::error("--frame-kb must be 4..1048576");
+    if (zstd_level < 1 || zstd_level > 22)
+        throw po::error("--zstd-level " + std::to_string(zstd_level) + " must be 1..22");
+    if (frame_kb < 4 || frame_kb > (1 << 20))
+        throw po::error("--frame-kb " + std::to_string(frame_kb) + " must be 4..1048576");
     o.zstd_level = zstd_level;
     o.frame_bytes = static_cast<uint64_t>(frame_kb) * 1024;
 

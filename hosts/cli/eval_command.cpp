@@ -27,7 +27,7 @@ std::vector<int32_t> parse_ids(const std::string& text) {
             used = 0;
         }
         if (used == 0 || used != item.size()) {
-            throw po::validation_error(po::validation_error::invalid_option_value, "ids", text);
+            throw po::error("--ids '" + text + "' is not a comma-separated list of token ids");
         }
         ids.push_back(id);
     }
@@ -58,13 +58,17 @@ int eval_command(const std::vector<std::string>& args) {
     if (vm.count("ids") == vm.count("prompt")) {
         throw po::error("give exactly one of --ids and --prompt");
     }
-
-    Runtime runtime(runtime_options(common));
-    auto model = Model::load(runtime, model_path);
-    const std::vector<int32_t> ids =
-        vm.count("ids") ? parse_ids(ids_text) : model->tokenizer().encode(prompt, true);
+    // Every option is checked before anything loads.
+    std::vector<int32_t> ids;
+    if (vm.count("ids")) ids = parse_ids(ids_text);
+    check_ctx(n_ctx);
     SessionOptions so;
     if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
+    const RuntimeOptions ro = runtime_options(common);
+
+    Runtime runtime(ro);
+    auto model = Model::load(runtime, model_path);
+    if (!vm.count("ids")) ids = model->tokenizer().encode(prompt, true);
     so.n_ctx = n_ctx > 0 ? n_ctx : std::max<int32_t>(static_cast<int32_t>(ids.size()), 1);
     Session session(runtime, model, so);
     const auto logits = session.decode(ids, /*all_logits=*/true);

@@ -13,6 +13,7 @@
 #include "dwell/core/model.hpp"
 #include "dwell/core/perplexity.hpp"
 #include "dwell/core/progress_bar.hpp"
+#include "dwell/core/session_file.hpp"
 #include "dwell/core/tokenizer.hpp"
 
 namespace dwell::cli {
@@ -49,13 +50,21 @@ int perplexity_command(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse("perplexity", "-m MODEL -f TEXT [--ctx N] [options]", desc, args, vm)) return 0;
     set_verbosity(common.verbosity);
-    if (n_ctx < 8 || n_ctx % 2 != 0) {
-        throw po::error("--ctx " + std::to_string(n_ctx) + " must be even and at least 8");
+    if (n_ctx < 8 || n_ctx % 2 != 0 || n_ctx > kSessionMaxContext) {
+        throw po::error("--ctx " + std::to_string(n_ctx) + " must be even and within 8.." +
+                        std::to_string(kSessionMaxContext));
     }
-    if (n_batch < 1) throw po::error("--batch must be at least 1");
+    if (n_batch < 1) throw po::error("--batch " + std::to_string(n_batch) + " must be at least 1");
+    SessionOptions so;
+    so.n_batch = n_batch;
+    if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
+    if (!base.empty() && !std::filesystem::is_regular_file(base))
+        throw po::error("--kl-base " + base +
+                        " is not a readable file (write one with --kl-base-save)");
+    const RuntimeOptions ro = runtime_options(common);
 
     const std::string text = read_text(text_path);
-    Runtime runtime(runtime_options(common));
+    Runtime runtime(ro);
     auto model = Model::load(runtime, model_path);
     const std::vector<int32_t> tokens = model->tokenizer().encode(text, true);
     if (static_cast<int64_t>(tokens.size()) < n_ctx) {
@@ -66,9 +75,6 @@ int perplexity_command(const std::vector<std::string>& args) {
     }
     const ChunkLayout layout = chunk_layout(static_cast<int64_t>(tokens.size()), n_ctx);
 
-    SessionOptions so;
-    so.n_batch = n_batch;
-    if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
     PerplexityOptions popts;
     popts.n_ctx = n_ctx;
     popts.kl_base_save = base_save;

@@ -48,27 +48,34 @@ int run_command(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse("run", "-m MODEL [-p PROMPT] [-n N] [options]", desc, args, vm)) return 0;
     set_verbosity(common.verbosity);
-    if (n_predict < 0)
-        throw po::validation_error(po::validation_error::invalid_option_value, "n-predict");
-    sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
-
-    Runtime runtime(runtime_options(common));
-    auto model = Model::load(runtime, model_path);
+    // Every option is checked before anything loads: a typo costs no model load.
+    check_count(n_predict, "--n-predict", 0);
+    check_ctx(n_ctx);
+    check_sampling(sp);
+    if (seed < -1)
+        throw po::error("--seed " + std::to_string(seed) + " must be >= 0, or -1 for random");
+    if (ctx_full != "stop" && ctx_full != "shift")
+        throw po::error("--ctx-full '" + ctx_full + "' must be stop or shift");
+    if (n_keep < 0) throw po::error("--keep " + std::to_string(n_keep) + " must be >= 0");
+    if (n_ctx > 0 && n_keep >= n_ctx) {
+        throw po::error("--keep " + std::to_string(n_keep) + " must be below --ctx " +
+                        std::to_string(n_ctx));
+    }
     SessionOptions so;
     if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
     so.n_ctx = n_ctx;
-    if (ctx_full != "stop" && ctx_full != "shift")
-        throw po::error("--ctx-full '" + ctx_full + "' must be stop or shift");
     so.on_full = ctx_full == "shift" ? ContextFull::Shift : ContextFull::Stop;
-    if (n_keep < 0) throw po::error("--keep " + std::to_string(n_keep) + " must be >= 0");
     so.n_keep = n_keep;
+    sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+    const RuntimeOptions ro = runtime_options(common);
+
+    Runtime runtime(ro);
+    auto model = Model::load(runtime, model_path);
     Session session(runtime, model, so);
     Sampler sampler(sp);
 
     const Tokenizer& tok = model->tokenizer();
     const std::vector<int32_t> ids = tok.encode(prompt, true);
-    if (sp.top_k < 0)
-        throw po::error("--top-k " + std::to_string(sp.top_k) + " must be 0 (off) or positive");
     // The prompt is echoed once its evaluation succeeded, so an error is
     // never printed glued to it.
     bool echoed = no_echo;
@@ -80,13 +87,18 @@ int run_command(const std::vector<std::string>& args) {
     // With a prompt the continuation keeps its leading space; from BOS alone
     // the first piece's dummy-prefix space is dropped, as in decode().
     StreamDecoder stream(tok, prompt.empty());
+    // The last token generate() hands out is not in the session yet: the
+    // next line goes in after it, or the text would skip a token each turn.
+    int32_t pending = -1;
     const GenerationStats stats = generate(session, ids, n_predict, sampler, [&](int32_t token) {
+        pending = token;
         echo();
         const std::string text = stream.push(token);
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
         return true;
     });
+    if (stats.stopped_at_eos) pending = -1;  // its last token was fed before EOS came
     echo();
     const std::string rest = stream.finish();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
@@ -107,13 +119,22 @@ int run_command(const std::vector<std::string>& args) {
                 }
                 continue;
             }
+            std::vector<int32_t> next;
+            if (pending >= 0) next.push_back(pending);
+            const std::vector<int32_t> typed = tok.encode(line, false);
+            next.insert(next.end(), typed.begin(), typed.end());
+            if (next.empty()) continue;  // an empty line with nothing pending adds nothing
             StreamDecoder more(tok, false);
-            generate(session, tok.encode(line, false), n_predict, sampler, [&](int32_t token) {
-                const std::string text = more.push(token);
-                std::fwrite(text.data(), 1, text.size(), stdout);
-                std::fflush(stdout);
-                return true;
-            });
+            pending = -1;
+            const GenerationStats turn =
+                generate(session, next, n_predict, sampler, [&](int32_t token) {
+                    pending = token;
+                    const std::string text = more.push(token);
+                    std::fwrite(text.data(), 1, text.size(), stdout);
+                    std::fflush(stdout);
+                    return true;
+                });
+            if (turn.stopped_at_eos) pending = -1;
             const std::string tail = more.finish();
             std::fwrite(tail.data(), 1, tail.size(), stdout);
             std::fputc('\n', stdout);
@@ -126,9 +147,10 @@ int run_command(const std::vector<std::string>& args) {
                  "tok/s)%s\n",
                  stats.n_prompt, stats.prompt_seconds, stats.prompt_tokens_per_second(),
                  stats.n_generated, stats.generation_seconds, stats.generation_tokens_per_second(),
-                 stats.stopped_at_eos       ? " | stopped at end of sequence"
-                 : stats.stopped_at_context ? " | stopped: the context is full (raise --ctx)"
-                                            : "");
+                 stats.stopped_at_eos ? " | stopped at end of sequence"
+                 : stats.stopped_at_context
+                     ? " | stopped: the context is full (raise --ctx, or --ctx-full shift)"
+                     : "");
     if (common.verbosity > 0) {
         const PoolStats pool = runtime.pool().stats();
         rusage usage{};

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli_common.hpp"
+#include "dwell/core/error.hpp"
 #include "dwell/core/synthetic_model.hpp"
 
 namespace dwell::cli {
@@ -13,7 +14,7 @@ dwell_dtype parse_type(const std::string& s) {
     if (s == "f16") return DWELL_F16;
     if (s == "q8_0") return DWELL_Q8_0;
     if (s == "q4_0") return DWELL_Q4_0;
-    throw po::validation_error(po::validation_error::invalid_option_value, "type", s);
+    throw po::error("--type '" + s + "' is not one synth writes (f32, f16, q8_0, q4_0)");
 }
 
 }  // namespace
@@ -45,12 +46,40 @@ int synth_command(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse("synth", "-o FILE.gguf [options]", desc, args, vm)) return 0;
     set_verbosity(0);
-    spec.family = parse_synthetic_family(arch);
+    try {
+        spec.family = parse_synthetic_family(arch);
+    } catch (const Error&) {
+        throw po::error("--arch '" + arch +
+                        "' is not a model family (llama, qwen2, gemma, mixtral)");
+    }
+    for (const auto& [flag, value] : {std::pair{"--n-embd", spec.n_embd},
+                                      {"--n-layer", spec.n_layer},
+                                      {"--n-head", spec.n_head},
+                                      {"--n-head-kv", spec.n_head_kv},
+                                      {"--n-ff", spec.n_ff},
+                                      {"--n-vocab", spec.n_vocab},
+                                      {"--ctx", spec.n_ctx}}) {
+        if (value < 1)
+            throw po::error(std::string(flag) + " " + std::to_string(value) + " must be >= 1");
+    }
+    if (spec.head_dim < 0)
+        throw po::error("--head-dim " + std::to_string(spec.head_dim) + " must be >= 0");
+    if (!vocab.empty() && !std::filesystem::is_regular_file(vocab))
+        throw po::error("--vocab " + vocab + " is not a readable file");
     if (spec.family != SyntheticFamily::mixtral) spec.n_expert = spec.n_expert_used = 0;
     spec.dtype = parse_type(type);
     spec.seed = static_cast<uint64_t>(seed);
     if (!vocab.empty()) spec.vocab_model = vocab;
-    write_synthetic_model(spec, out);
+    try {
+        write_synthetic_model(spec, out);
+    } catch (const Error& e) {
+        // The spec's own checks (shapes that do not fit together) run before
+        // anything is written: they are option errors too.
+        const std::string what = e.what();
+        if (e.status() == DWELL_ERR_INVALID_ARGUMENT && what.rfind("synth: ", 0) == 0)
+            throw po::error(what.substr(7));
+        throw;
+    }
     std::cerr << "wrote " << out << "\n";
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,15 +23,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// 2 layers, KV width 4 in f16: 8-byte rows.
-const dwell::SessionFileModel kModel{2, 4, 10, 12345, "model.gguf"};
+// 2 layers, KV width 4 in f16: 8-byte rows; weights fingerprint 777.
+const dwell::SessionFileModel kModel{2, 4, 10, 12345, 777, "model.gguf"};
 
 // The header bytes as the format documents them, built without the writer.
 struct RawHeader {
     std::string magic = "DWELLSES";
-    uint32_t version = 2, dtype = DWELL_F16, n_layer = 2, n_ctx = 16;
+    uint32_t version = 3, dtype = DWELL_F16, n_layer = 2, n_ctx = 16;
     uint64_t kv_width = 4, n_vocab = 10, weight_bytes = 12345;
     uint32_t n_past = 3, n_logits = 10;
+    // Version 3 on: the fingerprint, the pending token, the host data.
+    uint64_t fingerprint = 777;
+    int32_t pending = -1;
+    std::string host_data;
+    std::optional<uint32_t> host_bytes;  // what the header says, if not host_data.size()
+
+    size_t header_size() const { return version >= 3 ? 72 : 56; }
 };
 
 template <typename T>
@@ -50,6 +58,11 @@ std::string header_bytes(const RawHeader& h) {
     append_le(out, h.weight_bytes);
     append_le(out, h.n_past);
     append_le(out, h.n_logits);
+    if (h.version >= 3) {
+        append_le(out, h.fingerprint);
+        append_le(out, h.pending);
+        append_le(out, h.host_bytes.value_or(static_cast<uint32_t>(h.host_data.size())));
+    }
     return out;
 }
 
@@ -71,6 +84,7 @@ std::string file_bytes(const RawHeader& h) {
         std::memcpy(&bits, &f, 4);
         append_le(out, bits);
     }
+    if (h.version >= 3) out += h.host_data;
     for (uint32_t l = 0; l < h.n_layer; ++l)
         for (uint32_t which = 0; which < 2; ++which)
             for (uint32_t pos = 0; pos < h.n_past; ++pos)
@@ -105,6 +119,7 @@ protected:
             dwell::SessionFileReader r(p, kModel);
             (void)r.read_tokens();
             (void)r.read_logits();
+            (void)r.read_host_data();
             std::vector<uint8_t> row(r.header().row_bytes);
             for (int i = 0; i < 2 * 2 * r.header().n_past; ++i) r.read_row(row);
             r.finish();
@@ -231,10 +246,10 @@ TEST_F(SessionFileTest, SizesLargerThanTheFileAreRefusedBeforeAllocation) {
     h.n_ctx = 1u << 24;
     h.n_past = 1u << 24;
     const std::string bytes = header_bytes(h) + std::string(16, '\0');
-    const uint64_t asked = 56 + 8 + 4ull * h.n_past + 4ull * 10 + 2ull * 2 * h.n_past * 8;
+    const uint64_t asked = 72 + 8 + 4ull * h.n_past + 4ull * 10 + 2ull * 2 * h.n_past * 8;
     expect_refused(
         bytes, DWELL_ERR_CORRUPT,
-        "the file is truncated (72 bytes; its header asks for " + std::to_string(asked) + ")");
+        "the file is truncated (88 bytes; its header asks for " + std::to_string(asked) + ")");
 }
 
 TEST_F(SessionFileTest, TrailingBytesAreRefused) {
@@ -254,7 +269,7 @@ TEST_F(SessionFileTest, DamageFailsTheChecksum) {
 
 TEST_F(SessionFileTest, TokenOutsideTheVocabularyIsRefused) {
     std::string bytes = file_bytes(RawHeader{});
-    bytes[56] = 10;  // the first token id becomes n_vocab
+    bytes[72] = 10;  // the first token id becomes n_vocab
     expect_refused(bytes, DWELL_ERR_CORRUPT, "token id 10 is outside the vocabulary (0..9)");
 }
 
@@ -263,8 +278,10 @@ TEST_F(SessionFileTest, BadMagicAndVersion) {
     h.magic = "DWELLSEX";
     expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "bad magic");
     h = RawHeader{};
-    h.version = 3;
-    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "version 3, this dwell reads 1 and 2");
+    h.version = 4;
+    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "version 4, this dwell reads 1 to 3");
+    h.version = 0;
+    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "version 0, this dwell reads 1 to 3");
 }
 
 // Version 1 differs only in FP8 keys (plain codes then, offset keys now):
@@ -287,6 +304,90 @@ TEST_F(SessionFileTest, VersionOneIsReadUnlessItsKeysAreFp8) {
     h.version = 2;
     const fs::path fp8 = write(file_bytes(h));
     EXPECT_NO_THROW(dwell::SessionFileReader(fp8, kModel));
+}
+
+// Two models of one shape and size (a fine-tune) differ in their weights'
+// fingerprint: a version 3 file of the other is refused in one line.
+TEST_F(SessionFileTest, OtherWeightsOfTheSameShapeAreRefused) {
+    RawHeader h;
+    h.fingerprint = 778;
+    expect_refused(file_bytes(h), DWELL_ERR_INVALID_ARGUMENT,
+                   "the session was saved with other weights than model.gguf (same shape");
+}
+
+// Version 2 files have no fingerprint: read as before, on the shape alone.
+TEST_F(SessionFileTest, VersionTwoIsReadWithoutAFingerprint) {
+    RawHeader h;
+    h.version = 2;
+    h.fingerprint = 0;
+    dwell::SessionFileReader r(write(file_bytes(h)), kModel);
+    EXPECT_EQ(r.header().version, 2u);
+    EXPECT_EQ(r.header().pending_token, -1);
+    EXPECT_EQ(r.read_tokens(), (std::vector<int32_t>{1, 2, 3}));
+    (void)r.read_logits();
+    EXPECT_EQ(r.read_host_data(), "");
+    std::vector<uint8_t> row(r.header().row_bytes);
+    for (int i = 0; i < 2 * 2 * 3; ++i) r.read_row(row);
+    r.finish();
+}
+
+TEST_F(SessionFileTest, PendingTokenAndHostDataRoundTrip) {
+    const fs::path p = dir_ / "w.dwses";
+    dwell::SessionFileHeader h;
+    h.kv_dtype = DWELL_F16;
+    h.n_ctx = 16;
+    h.n_past = 3;
+    h.n_logits = 10;
+    h.pending_token = 7;
+    const std::string host = "{\"messages\":[]}";
+    h.host_data_bytes = static_cast<uint32_t>(host.size());
+    {
+        dwell::SessionFileWriter w(p, kModel, h);
+        const int32_t tokens[] = {1, 2, 3};
+        w.write(tokens, sizeof tokens);
+        for (int i = 0; i < 10; ++i) {
+            const float f = 0.5f * static_cast<float>(i);
+            w.write(&f, 4);
+        }
+        w.write(host.data(), host.size());
+        for (int l = 0; l < 2; ++l)
+            for (int which = 0; which < 2; ++which)
+                for (int pos = 0; pos < 3; ++pos) {
+                    const std::string row(8, static_cast<char>((l * 2 + which) * 16 + pos));
+                    w.write(row.data(), row.size());
+                }
+        w.finish();
+    }
+    RawHeader raw;
+    raw.pending = 7;
+    raw.host_data = host;
+    std::ifstream in(p, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), file_bytes(raw));
+    dwell::SessionFileReader r(p, kModel);
+    EXPECT_EQ(r.header().pending_token, 7);
+    EXPECT_EQ(r.header().version, 3u);
+    (void)r.read_tokens();
+    (void)r.read_logits();
+    EXPECT_EQ(r.read_host_data(), host);
+    std::vector<uint8_t> row(8);
+    for (int i = 0; i < 2 * 2 * 3; ++i) r.read_row(row);
+    r.finish();
+}
+
+TEST_F(SessionFileTest, PendingTokenOutsideTheVocabularyIsRefused) {
+    RawHeader h;
+    h.pending = 10;
+    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "pending token 10 is outside the vocabulary");
+    h.pending = -2;
+    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "pending token -2");
+}
+
+TEST_F(SessionFileTest, HostDataBeyondTheFileOrTheLimitIsRefused) {
+    RawHeader h;
+    h.host_bytes = 1000;  // the header says 1000 bytes, the file holds none
+    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "the file is truncated");
+    h.host_bytes = dwell::kSessionMaxHostData + 1;
+    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "bytes of host data exceed the limit");
 }
 
 TEST_F(SessionFileTest, FolderIsNotASessionFile) {

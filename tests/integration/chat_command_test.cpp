@@ -9,8 +9,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <regex>
+#include <set>
 #include <thread>
 
+#include "dwell/core/chat_prompt.hpp"
+#include "dwell/core/model.hpp"
+#include "dwell/core/session.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 
@@ -38,6 +44,12 @@ std::vector<std::string> replies(const std::string& out) {
     return r;
 }
 
+int lines_with(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
 class Chat : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -45,10 +57,12 @@ protected:
         if (model_.empty()) GTEST_SKIP() << "stories260K.gguf not found in " << models_dir();
         manifest_ = dir_.write("cpu.toml", "[[backend]]\nplugin = \"cpu\"\n[cpu]\nthreads = 1\n");
     }
-    std::vector<std::string> args(int n) {
-        return {"chat",   "-m",         model_.string(),   "--chat-template",
-                "chatml", "-n",         std::to_string(n), "--temp",
-                "0",      "--manifest", manifest_.string()};
+    std::vector<std::string> args(int n, std::vector<std::string> more = {}) {
+        std::vector<std::string> a = {"chat",   "-m",         model_.string(),   "--chat-template",
+                                      "chatml", "-n",         std::to_string(n), "--temp",
+                                      "0",      "--manifest", manifest_.string()};
+        a.insert(a.end(), more.begin(), more.end());
+        return a;
     }
     TempDir dir_;
     std::filesystem::path model_, manifest_;
@@ -73,6 +87,138 @@ TEST_F(Chat, CommandsAndASavedConversationContinueExactlyAsWithoutSaving) {
     EXPECT_NE(saved.out.find("(loaded " + file + ")"), std::string::npos);
     EXPECT_NE(saved.out.find("(unknown command /nonsense;"), std::string::npos);
     EXPECT_NE(saved.err.find("with the chatml template"), std::string::npos) << saved.err;
+}
+
+// Four turns in a context of 128 tokens: the context shifts (the default),
+// every turn gets its reply, and the saved session still opens with the
+// system message.
+TEST_F(Chat, AFullContextShiftsByDefaultKeepingTheSystemMessage) {
+    const auto file = (dir_.path() / "long").string();
+    const auto r = run_dwell(
+        args(60, {"--ctx", "128", "-s", "Be kind"}),
+        "Tell me a story\nAnd then?\nWhat next?\nMore please\n/stats\n/save " + file + "\n/quit\n");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Every turn got its reply: the system message and four turns of two.
+    EXPECT_NE(r.out.find(", 9 messages |"), std::string::npos) << r.out << r.err;
+    EXPECT_EQ(r.out.find("context full"), std::string::npos) << r.out;
+    EXPECT_EQ(r.err.find("context full"), std::string::npos) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(\((\d+) dropped by shifts\))"))) << r.out;
+    EXPECT_GT(std::stoi(m[1]), 0) << r.out;
+
+    RuntimeOptions ro;
+    ro.manifest = manifest_;
+    Runtime runtime(ro);
+    auto model = Model::load(runtime, model_);
+    SessionOptions so;
+    so.n_ctx = 128;
+    const auto session = Session::restore(runtime, model, file, so);
+    const ChatPrompt prompt(model->tokenizer(), ChatTemplate::named("chatml"));
+    const std::vector<int32_t> system = prompt.encode({{"system", "Be kind"}}, false);
+    ASSERT_GE(session->tokens().size(), system.size());
+    EXPECT_TRUE(std::equal(system.begin(), system.end(), session->tokens().begin()))
+        << "the system message was shifted out";
+}
+
+// A turn too long for any shift fails alone; the next turn starts the
+// session over from the whole conversation, longer than the context by
+// then, so its oldest turns give way and the reply comes.
+TEST_F(Chat, AConversationLongerThanTheContextLosesItsOldestTurnsOnARestart) {
+    std::string huge;
+    for (int i = 0; i < 60; ++i) huge += "the big red dog ran ";
+    const auto r = run_dwell(
+        args(40, {"--ctx", "128", "-s", "Be kind"}),
+        "Tell me a story\nAnd then?\nWhat next?\n" + huge + "\nMore please\n/stats\n/quit\n");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("even after dropping all but the"), std::string::npos) << r.err;
+    EXPECT_EQ(lines_with(r.err, "dwell chat: context full"), 1) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(context (\d+) / 128 tokens)"))) << r.out;
+    EXPECT_GT(std::stoi(m[1]), 0);
+    // The last turn was answered: its reply is in the conversation.
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(, (\d+) messages \|)"))) << r.out;
+    EXPECT_LT(std::stoi(m[1]), 9);      // older turns gave way
+    EXPECT_EQ(std::stoi(m[1]) % 2, 1);  // the system message and whole turns
+}
+
+// With --ctx-full stop the reply stops at the full context, and what the
+// note and the errors recommend are options dwell chat has.
+TEST_F(Chat, AFullContextStopsWhenToldAndRecommendsOnlyItsOwnOptions) {
+    const auto r = run_dwell(args(60, {"--ctx", "128", "--ctx-full", "stop"}),
+                             "Tell me a story\nAnd then?\nWhat next?\n/quit\n");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE((r.out + r.err).find("context full"), std::string::npos) << r.out << r.err;
+    const auto help = run_dwell({"chat", "--help"});
+    ASSERT_EQ(help.exit_code, 0);
+    std::set<std::string> flags;
+    const std::string said = r.out + r.err;
+    const std::regex flag(R"(--[a-z][a-z-]*)");
+    for (auto it = std::sregex_iterator(said.begin(), said.end(), flag);
+         it != std::sregex_iterator(); ++it)
+        flags.insert(it->str());
+    EXPECT_FALSE(flags.empty()) << said;
+    for (const auto& f : flags)
+        EXPECT_NE(help.out.find(f + " "), std::string::npos) << f << " is not a chat option\n"
+                                                             << said;
+}
+
+// /save after the reply filled the context: one file (the conversation
+// inside it), which loads and continues.
+TEST_F(Chat, AFullContextSavesToOneFileThatLoads) {
+    const auto file = (dir_.path() / "full").string();
+    const auto r = run_dwell(args(200, {"--ctx", "64", "--ctx-full", "stop"}),
+                             "Tell me a story\n/save " + file + "\n/quit\n");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("[context full"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("(saved to " + file + ")"), std::string::npos) << r.out << r.err;
+    EXPECT_TRUE(r.err.find("dwell chat: ") == std::string::npos ||
+                r.err.find("cannot") == std::string::npos)
+        << r.err;
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path()))
+        names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"cpu.toml", "full"}));
+
+    const auto loaded = run_dwell(args(8, {"--ctx", "64", "--ctx-full", "stop"}),
+                                  "/load " + file + "\n/stats\n/quit\n");
+    ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+    EXPECT_NE(loaded.out.find("(loaded " + file + ")"), std::string::npos) << loaded.err;
+    EXPECT_NE(loaded.out.find("context 64 / 64 tokens"), std::string::npos) << loaded.out;
+}
+
+// The conversation travels inside the session file: a stale .chat.json
+// beside it is never read, and a session saved without one (by another
+// host) is refused in one line naming the file.
+TEST_F(Chat, LoadTakesTheConversationFromTheSessionFileOnly) {
+    const auto file = (dir_.path() / "talk").string();
+    const auto saved = run_dwell(args(12), "Tell me a story\n/save " + file + "\n/quit\n");
+    ASSERT_EQ(saved.exit_code, 0) << saved.err;
+    std::ofstream(file + ".chat.json") << "{\"held_text\": \"another\", \"messages\": []}";
+    const auto a = run_dwell(args(12), "Tell me a story\nAnd then?\n/quit\n");
+    const auto b = run_dwell(args(12), "/load " + file + "\nAnd then?\n/stats\n/quit\n");
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    ASSERT_EQ(replies(a.out).size(), 2u) << a.out;
+    ASSERT_EQ(replies(b.out).size(), 1u) << b.out << b.err;
+    EXPECT_EQ(replies(b.out)[0], replies(a.out)[1]);
+    EXPECT_NE(b.out.find(", 4 messages |"), std::string::npos) << b.out;  // two turns
+
+    const auto bare = (dir_.path() / "bare").string();
+    {
+        RuntimeOptions ro;
+        ro.manifest = manifest_;
+        Runtime runtime(ro);
+        auto model = Model::load(runtime, model_);
+        Session s(runtime, model);
+        const int32_t bos[] = {1};
+        s.decode(bos);
+        s.save(bare);
+    }
+    const auto refused = run_dwell(args(4), "/load " + bare + "\n/quit\n");
+    EXPECT_EQ(refused.exit_code, 0);
+    EXPECT_NE(refused.err.find("dwell chat: " + bare + ": the session holds no conversation"),
+              std::string::npos)
+        << refused.err;
 }
 
 TEST_F(Chat, AnUnknownTemplateIsOneLineNamingTheOverride) {

@@ -14,6 +14,7 @@
 #include <latch>
 #include <thread>
 
+#include "dwell.h"
 #include "dwell/core/error.hpp"
 #include "dwell/core/generate.hpp"
 #include "dwell/core/model.hpp"
@@ -235,6 +236,134 @@ TEST_F(Sessions, SaveAndRestoreRoundTrip) {
     const fs::path other = write_small_model(dir_);
     auto other_model = Model::load(runtime, other);
     EXPECT_THROW(Session::restore(runtime, other_model, file), Error);
+}
+
+// A fine-tune has the shape and size of its base: only the weights differ.
+// The session file's fingerprint of them refuses it, in one line naming the
+// file; a copy of the same weights under another name is the same model.
+TEST_F(Sessions, ASessionNeverRestoresIntoOtherWeightsOfItsShape) {
+    SyntheticModelSpec spec = small_model_spec();
+    spec.n_embd = 512;
+    spec.n_head = 8;
+    spec.n_head_kv = 8;
+    spec.n_ff = 256;
+    spec.n_ctx = 1024;
+    spec.seed = 99;
+    const fs::path tuned = dir_.path() / "tuned.gguf";
+    write_synthetic_model(spec, tuned);
+    const fs::path copy = dir_.path() / "copy.gguf";
+    fs::copy_file(model_path_, copy);
+    const fs::path file = dir_.path() / "base.dwses";
+    Runtime runtime(manifest_options(dir_, 0));
+    auto base = Model::load(runtime, model_path_);
+    auto other = Model::load(runtime, tuned);
+    ASSERT_EQ(base->weight_bytes(), other->weight_bytes());
+    ASSERT_EQ(base->info().kv_width, other->info().kv_width);
+    EXPECT_NE(session_weights_fingerprint(*base), session_weights_fingerprint(*other));
+    Session a(runtime, base);
+    a.decode(prompt_of(20, 1));
+    a.save(file);
+    try {
+        Session::restore(runtime, other, file);
+        FAIL() << "a session restored into other weights of the same shape";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_EQ(e.status(), DWELL_ERR_INVALID_ARGUMENT);
+        EXPECT_EQ(msg.rfind(file.string() + ": ", 0), 0u) << msg;
+        EXPECT_NE(msg.find("other weights than " + tuned.string()), std::string::npos) << msg;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+    auto same = Model::load(runtime, copy);
+    EXPECT_EQ(Session::restore(runtime, same, file)->n_past(), 20);
+}
+
+// Saving needs no room in the context: the last generated token goes into
+// the file undecoded and comes back as the pending token.
+TEST_F(Sessions, AFullContextSavesWithItsPendingToken) {
+    const fs::path file = dir_.path() / "full.dwses";
+    Runtime runtime(manifest_options(dir_, 0));
+    auto model = Model::load(runtime, model_path_);
+    SessionOptions so;
+    so.n_ctx = 32;
+    Session a(runtime, model, so);
+    a.decode(prompt_of(32, 2));
+    const int32_t pending = argmax(a.last_logits());
+    EXPECT_THROW(a.decode(std::span<const int32_t>(&pending, 1)), Error);  // full indeed
+    SessionExtras out;
+    out.pending_token = pending;
+    out.host_data = "the host's bytes";
+    a.save(file, out);
+    SessionExtras in;
+    auto b = Session::restore(runtime, model, file, so, &in);
+    EXPECT_EQ(b->n_past(), 32);
+    EXPECT_EQ(b->tokens(), a.tokens());
+    EXPECT_EQ(in.pending_token, pending);
+    EXPECT_EQ(in.host_data, "the host's bytes");
+    EXPECT_TRUE(in.had_host_data);
+    // A host that takes no extras gets the pending token decoded when there
+    // is room: here, by shifting.
+    so.on_full = ContextFull::Shift;
+    so.n_keep = 4;
+    auto c = Session::restore(runtime, model, file, so);
+    EXPECT_EQ(c->tokens().back(), pending);
+}
+
+// The C API saves a session whose context is full (it used to feed the
+// pending token first, which a full context refuses), and the pending
+// token comes back with it.
+TEST_F(Sessions, TheCApiSavesAFullContext) {
+    const fs::path manifest = dir_.write("capi.toml", "[[backend]]\nplugin = \"cpu\"\n");
+    const std::string manifest_s = manifest.string(), model_s = model_path_.string();
+    const std::string file = (dir_.path() / "capi.dwses").string();
+    dwell_error err{};
+    dwell_runtime_options ro;
+    dwell_runtime_options_init(&ro);
+    ro.manifest_path = manifest_s.c_str();
+    dwell_runtime* rt = nullptr;
+    ASSERT_EQ(dwell_runtime_open(&ro, &rt, &err), DWELL_OK) << err.message;
+    dwell_llm* llm = nullptr;
+    ASSERT_EQ(dwell_llm_load(rt, model_s.c_str(), &llm, &err), DWELL_OK) << err.message;
+    dwell_session_options so;
+    dwell_session_options_init(&so);
+    so.n_ctx = 24;
+    dwell_session* s = nullptr;
+    ASSERT_EQ(dwell_session_create(llm, &so, &s, &err), DWELL_OK) << err.message;
+    dwell_generate_options go;
+    dwell_generate_options_init(&go);
+    go.max_tokens = 100;
+    dwell_generation_stats st;
+    std::memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    int32_t last = -1;
+    auto on_token = [](void* user, int32_t token, const char*, size_t) {
+        if (token >= 0) *static_cast<int32_t*>(user) = token;
+        return 0;
+    };
+    ASSERT_EQ(dwell_session_generate(s, "a b c", &go, on_token, &last, &st, &err), DWELL_OK)
+        << err.message;
+    ASSERT_TRUE(st.stopped_at_context) << "generated " << st.n_generated;
+    EXPECT_EQ(dwell_session_save(s, file.c_str(), &err), DWELL_OK) << err.message;
+    dwell_session* t = nullptr;
+    ASSERT_EQ(dwell_session_create(llm, &so, &t, &err), DWELL_OK) << err.message;
+    EXPECT_EQ(dwell_session_load(t, file.c_str(), &err), DWELL_OK) << err.message;
+    dwell_session_stats ss;
+    std::memset(&ss, 0, sizeof ss);
+    ss.struct_size = sizeof ss;
+    EXPECT_EQ(dwell_session_stats_get(t, &ss, &err), DWELL_OK);
+    EXPECT_EQ(ss.n_past, 24);
+    dwell_session_free(t);
+    dwell_session_free(s);
+    dwell_llm_free(llm);
+    dwell_runtime_close(rt);
+    // The file holds the last token generated, not yet decoded.
+    Runtime runtime(manifest_options(dir_, 0));
+    auto model = Model::load(runtime, model_path_);
+    SessionOptions opts;
+    opts.n_ctx = 24;
+    SessionExtras extras;
+    auto restored = Session::restore(runtime, model, file, opts, &extras);
+    EXPECT_EQ(extras.pending_token, last);
+    EXPECT_NE(last, -1);
 }
 
 struct Footprint {

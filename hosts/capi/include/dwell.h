@@ -283,8 +283,10 @@ typedef struct dwell_session_stats {
 DWELL_CAPI dwell_status dwell_session_stats_get(const dwell_session* session,
                                                 dwell_session_stats* stats, dwell_error* error);
 
-/* The conversation to a file and back (same model and KV type). Saving
- * first feeds the reply's last token (one step), so nothing is lost. */
+/* The conversation to a file and back (same model, same weights and KV
+ * type). The reply's last token, not yet fed, is saved with it and fed
+ * first by the next generate after a load, so nothing is lost and a session
+ * whose context is full can be saved too. */
 DWELL_CAPI dwell_status dwell_session_save(dwell_session* session, const char* path,
                                            dwell_error* error);
 DWELL_CAPI dwell_status dwell_session_load(dwell_session* session, const char* path,

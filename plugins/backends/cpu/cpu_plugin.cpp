@@ -27,6 +27,7 @@
 #include "dwell/plugin.h"
 #include "op_dispatch.hpp"
 #include "packed_weights.hpp"
+#include "simd_dots.hpp"
 #include "thread_pool.hpp"
 
 // The opaque context type of backend.h, defined here.
@@ -213,6 +214,7 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
             std::string line = std::string(kDeviceName) + ": " + std::to_string(threads) +
                                (threads == 1 ? " thread" : " threads");
             if (!cpus.empty()) line += " pinned to big cores " + cpu_list_string(cpus);
+            line.append(", ").append(simd_level_name(dot_kernels().level)).append(" kernels");
             host->log(host->host, DWELL_LOG_INFO, kPluginName, line.c_str());
         }
         *out = ctx.release();
@@ -299,6 +301,9 @@ struct PluginState {
     // version, so the list stays tiny.
     std::mutex errors_mutex;
     std::forward_list<std::string> errors;
+    // Which SIMD level runs, for dwell_plugin_info::description.
+    std::string description = simd_description(dot_kernels().level, detect_cpu_features());
+    std::once_flag simd_warning;  // a bad DWELL_CPU_SIMD is told once per process
 
     PluginState() {
         vtable.struct_size = sizeof(vtable);
@@ -339,8 +344,9 @@ dwell_status query(const dwell_host_services* host, dwell_plugin_info* info) {
     info->abi_minor = DWELL_ABI_MINOR;
     if (DWELL_HAS_FIELD(info, dwell_plugin_info, name)) info->name = kPluginName;
     if (DWELL_HAS_FIELD(info, dwell_plugin_info, version)) info->version = kPluginVersion;
+    PluginState& state = plugin_state();
     if (DWELL_HAS_FIELD(info, dwell_plugin_info, description)) {
-        info->description = "CPU backend: scalar reference kernels";
+        info->description = state.description.c_str();
     }
     if (DWELL_HAS_FIELD(info, dwell_plugin_info, kind)) info->kind = DWELL_PLUGIN_BACKEND;
     if (DWELL_HAS_FIELD(info, dwell_plugin_info, backend)) info->backend = nullptr;
@@ -349,7 +355,6 @@ dwell_status query(const dwell_host_services* host, dwell_plugin_info* info) {
     info->struct_size =
         std::min<uint32_t>(info->struct_size, static_cast<uint32_t>(sizeof(dwell_plugin_info)));
 
-    PluginState& state = plugin_state();
     auto refuse = [&](dwell_status status, std::string message) {
         if (DWELL_HAS_FIELD(info, dwell_plugin_info, error)) {
             info->error = state.keep_error(std::move(message));
@@ -368,6 +373,14 @@ dwell_status query(const dwell_host_services* host, dwell_plugin_info* info) {
     }
     if (!DWELL_HAS_FIELD(info, dwell_plugin_info, backend)) {
         return refuse(DWELL_ERR_ABI_MISMATCH, "cpu plugin: plugin info struct too small");
+    }
+    if (DWELL_HAS_FIELD(host, dwell_host_services, log) && host->log != nullptr) {
+        std::call_once(state.simd_warning, [&] {
+            const std::string warning =
+                simd_env_warning(std::getenv("DWELL_CPU_SIMD"), detect_cpu_features());
+            if (!warning.empty())
+                host->log(host->host, DWELL_LOG_WARN, kPluginName, warning.c_str());
+        });
     }
     info->backend = &state.vtable;
     return DWELL_OK;

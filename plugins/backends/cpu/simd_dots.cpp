@@ -79,6 +79,47 @@ SimdLevel select_simd_level(const char* env, const CpuFeatures& f) {
     return best_simd_level(f);
 }
 
+namespace {
+
+std::string accepted_levels(const CpuFeatures& f) {
+    std::string out;
+    for (SimdLevel l : kAllLevels) {
+        if (simd_level_supported(l, f))
+            out.append(out.empty() ? "" : ", ").append(simd_level_name(l));
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string simd_env_warning(const char* env, const CpuFeatures& f) {
+    if (env == nullptr || *env == '\0') return "";
+    bool known = false;
+    for (SimdLevel l : kAllLevels) {
+        if (std::strcmp(env, simd_level_name(l)) != 0) continue;
+        if (simd_level_supported(l, f)) return "";
+        known = true;
+    }
+    // Shown as typed, but only printable bytes: the value is outside input.
+    std::string shown;
+    for (const char* c = env; *c && shown.size() < 32; ++c)
+        shown += (*c >= 0x20 && *c < 0x7f) ? *c : '?';
+    return std::string("DWELL_CPU_SIMD=") + shown +
+           (known ? " is a level this CPU cannot run" : " is not a SIMD level") +
+           " (accepted: " + accepted_levels(f) + "); using " + simd_level_name(best_simd_level(f));
+}
+
+std::string simd_description(SimdLevel running, const CpuFeatures& f) {
+    std::string d = std::string("CPU backend: ") + simd_level_name(running) + " kernels";
+    const SimdLevel best = best_simd_level(f);
+    if (running != best) {
+        d.append(" (DWELL_CPU_SIMD; this CPU runs up to ")
+            .append(simd_level_name(best))
+            .append(")");
+    }
+    return d;
+}
+
 DotKernels dot_kernels_for(SimdLevel level) {
     DotKernels k;
     k.level = SimdLevel::Scalar;

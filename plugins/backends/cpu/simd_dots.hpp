@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "activation_quant.hpp"
@@ -56,6 +57,14 @@ SimdLevel best_simd_level(const CpuFeatures& f);
 // request if the CPU supports it, else the best supported one. Unknown
 // values are ignored.
 SimdLevel select_simd_level(const char* env, const CpuFeatures& f);
+
+// "" when DWELL_CPU_SIMD (`env`, nullptr or "" when unset) names a level
+// this CPU runs; else one line naming the variable, the value, the values
+// accepted here and the level used instead.
+std::string simd_env_warning(const char* env, const CpuFeatures& f);
+
+// The plugin's description: which level runs, and why when it is not the best.
+std::string simd_description(SimdLevel running, const CpuFeatures& f);
 
 // The table for a level, which must be supported by this CPU.
 DotKernels dot_kernels_for(SimdLevel level);

@@ -47,6 +47,19 @@ struct SessionOptions {
     int32_t n_keep = 0;  // with Shift: positions never dropped (e.g. a system prompt)
 };
 
+// What a host keeps in a session file beside the conversation itself.
+struct SessionExtras {
+    int32_t pending_token = -1;  // -1: none
+    std::string host_data;       // up to kSessionMaxHostData bytes
+    bool had_host_data = false;  // restore(): the file holds host data (version 3 or later)
+};
+
+// A cheap, content-sensitive hash of a model's weights: every tensor's
+// name, type and shape, and its bytes' checksum where the file keeps one,
+// else its first and last 4 KiB. Stored in session files so a session
+// never restores into other weights of the same shape.
+uint64_t session_weights_fingerprint(const Model& model);
+
 // The context a session gets when `requested` is asked for (0: the
 // model's training context, capped at 4096). Throws naming --ctx when it is
 // negative or above kSessionMaxContext; a context longer than the model's
@@ -91,13 +104,19 @@ public:
     std::unique_ptr<Session> fork() const;
 
     // Writes the conversation (tokens, KV rows, last logits) to `path`, and
-    // reads one back into a new session of the same model, KV type and
-    // context. Throws naming the file on I/O errors, a file of another
-    // model or type, or damage.
-    void save(const std::filesystem::path& path) const;
+    // reads one back into a new session of the same model (same shape and
+    // same weights, by their fingerprint), KV type and context. Throws
+    // naming the file on I/O errors, a file of another model or type, or
+    // damage.
+    // `extras` travel in the same file: the host's pending token (the last
+    // generated one, not yet decoded: saving never needs room for it, so a
+    // full context saves too) and the host's own bytes. When restore() is
+    // given no `extras`, a pending token is decoded if the context has room.
+    void save(const std::filesystem::path& path, const SessionExtras& extras = {}) const;
     static std::unique_ptr<Session> restore(Runtime& runtime, std::shared_ptr<const Model> model,
                                             const std::filesystem::path& path,
-                                            const SessionOptions& options = {});
+                                            const SessionOptions& options = {},
+                                            SessionExtras* extras = nullptr);
 
     // True when a full context shifts instead of stopping.
     bool shifts_context() const { return on_full_ == ContextFull::Shift; }

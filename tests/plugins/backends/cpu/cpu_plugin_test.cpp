@@ -166,6 +166,15 @@ TEST_F(CpuPlugin, ContextOptions) {
     ASSERT_NE(ctx, nullptr);
     ASSERT_FALSE(sink_.lines.empty());
     EXPECT_NE(sink_.lines.back().find("2 threads"), std::string::npos) << sink_.lines.back();
+    // The line (dwell -v) names the SIMD level, the one the description names.
+    dwell_plugin_info info{};
+    info.struct_size = sizeof info;
+    ASSERT_EQ(query_(&host_, &info), DWELL_OK);
+    const std::string description = info.description;
+    ASSERT_EQ(description.rfind("CPU backend: ", 0), 0u) << description;
+    const std::string level = description.substr(13, description.find(' ', 13) - 13);
+    EXPECT_NE(sink_.lines.back().find(", " + level + " kernels"), std::string::npos)
+        << sink_.lines.back() << " / " << description;
     be->context_destroy(ctx);
 
     ASSERT_EQ(be->context_create(be->self, 0, nullptr, 0, nullptr, &ctx), DWELL_OK);  // defaults

@@ -368,6 +368,33 @@ TEST(SimdKernels, EnvironmentSelectsLevel) {
     EXPECT_EQ(scalar.q6_K_q8_K, &dot_q6_K_q8_K_scalar);
 }
 
+// A value the CPU cannot honour is one line naming the variable, the values
+// accepted on this CPU and the level used; accepted values and an unset
+// variable say nothing.
+TEST(SimdKernels, BadEnvironmentValueWarningNamesTheAcceptedValues) {
+    const CpuFeatures none{};
+    EXPECT_EQ(simd_env_warning(nullptr, none), "");
+    EXPECT_EQ(simd_env_warning("", none), "");
+    EXPECT_EQ(simd_env_warning("scalar", none), "");
+    EXPECT_EQ(simd_env_warning("bogus", none),
+              "DWELL_CPU_SIMD=bogus is not a SIMD level (accepted: scalar); using scalar");
+    EXPECT_EQ(simd_env_warning("bad\x01\n", none).find('\n'), std::string::npos);
+#if defined(__x86_64__)
+    EXPECT_EQ(simd_env_warning("avx512", none),
+              "DWELL_CPU_SIMD=avx512 is a level this CPU cannot run (accepted: scalar); using "
+              "scalar");
+    CpuFeatures avx2{};
+    avx2.avx2 = avx2.fma = avx2.f16c = true;
+    EXPECT_EQ(simd_env_warning("avx2", avx2), "");
+    EXPECT_EQ(simd_env_warning("neon", avx2),
+              "DWELL_CPU_SIMD=neon is a level this CPU cannot run (accepted: scalar, avx2); using "
+              "avx2");
+    EXPECT_EQ(simd_description(SimdLevel::Avx2, avx2), "CPU backend: avx2 kernels");
+    EXPECT_EQ(simd_description(SimdLevel::Scalar, avx2),
+              "CPU backend: scalar kernels (DWELL_CPU_SIMD; this CPU runs up to avx2)");
+#endif
+}
+
 // The process-wide table honours DWELL_CPU_SIMD as this process saw it.
 TEST(SimdKernels, ProcessTableFollowsEnvironment) {
     const char* env = std::getenv("DWELL_CPU_SIMD");

@@ -1,0 +1,260 @@
+// `dwell` options as a person mistypes them: every bad value of every
+// subcommand exits 2 with one line naming the flag, before anything loads
+// (the model path given does not exist, so a load would fail differently);
+// warnings that are one line naming what to change; help that lists every
+// command; files written only when asked.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "integration_support.hpp"
+
+namespace dwell::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The lines of `s` that are not empty.
+std::vector<std::string> lines_of(const std::string& s) {
+    std::vector<std::string> out;
+    std::string line;
+    for (char c : s + "\n") {
+        if (c != '\n') {
+            line += c;
+        } else if (!line.empty()) {
+            out.push_back(line);
+            line.clear();
+        }
+    }
+    return out;
+}
+
+struct BadOption {
+    std::vector<std::string> args;  // after the command and its model/file arguments
+    std::string flag;               // the message must name it
+};
+
+struct Command {
+    std::string name;
+    std::vector<std::string> base;  // what the command needs, pointing at files that do not exist
+    std::vector<BadOption> bad;
+};
+
+TEST(CliOptions, EveryBadOptionExits2NamingTheFlagBeforeAnythingLoads) {
+    TempDir dir;
+    const std::string missing = (dir.path() / "no-such-model.gguf").string();
+    const std::string out = (dir.path() / "out.bin").string();
+    const std::string text = dir.write("text.txt", "Once upon a time").string();
+    // Options every command with a runtime shares.
+    const std::vector<BadOption> runtime_bad = {
+        {{"--threads", "-1"}, "--threads"},
+        {{"--memory-budget", "-5"}, "--memory-budget"},
+        {{"--weights", "disk"}, "--weights"},
+        {{"--thermal", "maybe"}, "--thermal"},
+        {{"--manifest", (dir.path() / "no-such.toml").string()}, "--manifest"},
+        {{"--sysroot", (dir.path() / "no-such-dir").string()}, "--sysroot"},
+    };
+    const std::vector<BadOption> sampling_bad = {
+        {{"--temp", "-1"}, "--temp"},
+        {{"--temp", "nan"}, "--temp"},
+        {{"--top-p", "5"}, "--top-p"},
+        {{"--top-p", "0"}, "--top-p"},
+        {{"--top-k", "-3"}, "--top-k"},
+        {{"--min-p", "1.5"}, "--min-p"},
+        {{"--ctx", "-1"}, "--ctx"},
+        {{"--ctx", "99999999"}, "--ctx"},
+        {{"--kv-type", "q4"}, "--kv-type"},
+        {{"--ctx-full", "wrap"}, "--ctx-full"},
+        {{"--n-predict", "-2"}, "--n-predict"},
+        {{"--seed", "-5"}, "--seed"},
+        {{"--temp", "warm"}, "--temp"},
+    };
+    std::vector<Command> commands = {
+        {"run",
+         {"-m", missing},
+         {{{"--repeat-penalty", "0"}, "--repeat-penalty"},
+          {{"--repeat-last-n", "-1"}, "--repeat-last-n"},
+          {{"--keep", "-1"}, "--keep"},
+          {{"--keep", "64", "--ctx", "32"}, "--keep"}}},
+        {"chat", {"-m", missing}, {{{"--chat-template", "nonsense"}, "--chat-template"}}},
+        {"bench",
+         {"-m", missing},
+         {{{"-p", "0"}, "--n-prompt"},
+          {{"-n", "0"}, "--n-gen"},
+          {{"-r", "0"}, "--repetitions"},
+          {{"--ctx", "-1"}, "--ctx"},
+          {{"--ctx", "99999999"}, "--ctx"},
+          {{"--depth", "-1"}, "--depth"},
+          {{"--kv-type", "q4"}, "--kv-type"}}},
+        {"perplexity",
+         {"-m", missing, "-f", text},
+         {{{"--ctx", "7"}, "--ctx"},
+          {{"--ctx", "99999998"}, "--ctx"},
+          {{"--batch", "0"}, "--batch"},
+          {{"--kv-type", "q4"}, "--kv-type"},
+          {{"--kl-base", (dir.path() / "no-such.base").string()}, "--kl-base"}}},
+        {"eval",
+         {"-m", missing, "--logits", out},
+         {{{"--ids", "1,x"}, "--ids"},
+          {{"--ids", "1,2", "--ctx", "-1"}, "--ctx"},
+          {{"--ids", "1,2", "--kv-type", "q4"}, "--kv-type"}}},
+        {"convert",
+         {missing, "-o", out},
+         {{{"--quant", "q3"}, "--quant"},
+          {{"--compress", "lzma"}, "--compress"},
+          {{"--zstd-level", "0"}, "--zstd-level"},
+          {{"--frame-kb", "1"}, "--frame-kb"},
+          {{"--snr-db", "-1"}, "--snr-db"}}},
+        {"synth",
+         {"-o", out},
+         {{{"--arch", "gpt9"}, "--arch"},
+          {{"--type", "q3"}, "--type"},
+          {{"--n-layer", "0"}, "--n-layer"},
+          {{"--n-embd", "-4"}, "--n-embd"},
+          {{"--n-vocab", "0"}, "--n-vocab"},
+          {{"--ctx", "0"}, "--ctx"},
+          {{"--n-embd", "100", "--n-head", "3"}, "--n-head"},
+          {{"--vocab", (dir.path() / "no-such.model").string()}, "--vocab"}}},
+        {"devices", {}, {{{"--getprop", (dir.path() / "no-such.txt").string()}, "--getprop"}}},
+        {"bench",
+         {"--thermal-sim"},
+         {{{"--minutes", "0"}, "--minutes"},
+          {{"--noise", "-1"}, "--noise"},
+          {{"--target", "50", "--limit", "40"}, "--limit"}}},
+    };
+    for (const std::string name : {"run", "chat"}) {
+        for (auto& c : commands) {
+            if (c.name == name) c.bad.insert(c.bad.end(), sampling_bad.begin(), sampling_bad.end());
+        }
+    }
+    for (auto& c : commands) {
+        if (c.name == "convert" || c.name == "synth" ||
+            c.base == std::vector<std::string>{"--thermal-sim"})
+            continue;
+        for (BadOption b : runtime_bad) {
+            // eval needs its input given, so only the runtime option is wrong
+            if (c.name == "eval") b.args.insert(b.args.begin(), {"--ids", "1,2"});
+            c.bad.push_back(b);
+        }
+    }
+    int checked = 0;
+    for (const Command& c : commands) {
+        for (const BadOption& b : c.bad) {
+            std::vector<std::string> args = {c.name};
+            args.insert(args.end(), c.base.begin(), c.base.end());
+            args.insert(args.end(), b.args.begin(), b.args.end());
+            std::string shown;
+            for (const auto& a : args) shown += a + " ";
+            const auto r = run_dwell(args);
+            EXPECT_EQ(r.exit_code, 2) << shown << "\n" << r.err;
+            const auto err = lines_of(r.err);
+            ASSERT_EQ(err.size(), 1u) << shown << "\n" << r.err;
+            EXPECT_NE(err[0].find(b.flag), std::string::npos) << shown << "\n" << r.err;
+            // Nothing was opened: the missing model is never mentioned.
+            EXPECT_EQ(err[0].find("no-such-model"), std::string::npos) << shown << "\n" << r.err;
+            EXPECT_TRUE(r.out.empty()) << shown << "\n" << r.out;
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 90);
+    EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(CliOptions, MoreThreadsThanCoresWarnsInOneLine) {
+    const unsigned cores = std::thread::hardware_concurrency();
+    if (cores == 0) GTEST_SKIP() << "the core count is unknown here";
+    TempDir dir;
+    const std::string missing = (dir.path() / "no-such-model.gguf").string();
+    const auto r = run_dwell({"run", "-m", missing, "--threads", std::to_string(cores + 1)});
+    const auto err = lines_of(r.err);
+    ASSERT_FALSE(err.empty()) << r.err;
+    EXPECT_NE(err[0].find("--threads " + std::to_string(cores + 1)), std::string::npos) << r.err;
+    EXPECT_NE(err[0].find(std::to_string(cores) + " cores"), std::string::npos) << r.err;
+    EXPECT_NE(err[0].find("warning"), std::string::npos) << r.err;
+}
+
+TEST(CliOptions, HelpListsEveryCommand) {
+    const auto r = run_dwell({"--help"});
+    ASSERT_EQ(r.exit_code, 0);
+    for (const char* c :
+         {"run", "eval", "perplexity", "bench", "chat", "serve", "devices", "convert", "synth"}) {
+        EXPECT_NE(r.out.find(std::string("\n  ") + c + " "), std::string::npos) << c << "\n"
+                                                                                << r.out;
+    }
+}
+
+// Sets an environment variable for the test's lifetime (the dwell child
+// inherits it).
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old;
+        setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (old_) {
+            setenv(name_, old_->c_str(), 1);
+        } else {
+            unsetenv(name_);
+        }
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
+
+TEST(CliOptions, ABadCpuSimdValueWarnsOnceNamingTheAcceptedValues) {
+    const ScopedEnv env("DWELL_CPU_SIMD", "bogus");
+    const auto r = run_dwell({"devices"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> simd;
+    for (const auto& line : lines_of(r.err))
+        if (line.find("DWELL_CPU_SIMD") != std::string::npos) simd.push_back(line);
+    ASSERT_EQ(simd.size(), 1u) << r.err;
+    EXPECT_NE(simd[0].find("DWELL_CPU_SIMD=bogus"), std::string::npos) << simd[0];
+    EXPECT_NE(simd[0].find("accepted: scalar"), std::string::npos) << simd[0];
+    EXPECT_NE(simd[0].find("warning"), std::string::npos) << simd[0];
+}
+
+TEST(CliOptions, TheCpuPluginSaysWhichSimdLevelRuns) {
+    {
+        const ScopedEnv env("DWELL_CPU_SIMD", "scalar");
+        const auto r = run_dwell({"devices"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_NE(r.out.find("CPU backend: scalar kernels"), std::string::npos) << r.out;
+        EXPECT_EQ(r.err.find("DWELL_CPU_SIMD"), std::string::npos) << r.err;  // a valid value
+    }
+    // Without the variable: the best level this CPU runs, which is the one
+    // named when scalar is forced and is not the best.
+    const ScopedEnv env("DWELL_CPU_SIMD", "");
+    const auto r = run_dwell({"devices"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("CPU backend: "), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("scalar reference kernels"), std::string::npos) << r.out;
+}
+
+TEST(CliOptions, ThermalSimWritesFilesOnlyWhenAsked) {
+    TempDir dir;
+    const fs::path cwd = fs::current_path();
+    fs::current_path(dir.path());
+    const auto quiet = run_dwell({"bench", "--thermal-sim", "--minutes", "1"});
+    fs::current_path(cwd);
+    ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+    EXPECT_TRUE(fs::is_empty(dir.path())) << "files were written unasked";
+    EXPECT_NE(quiet.out.find("\"dwell\""), std::string::npos) << quiet.out;  // the summary
+
+    const fs::path csv = dir.path() / "t.csv", svg = dir.path() / "t.svg";
+    const auto asked = run_dwell(
+        {"bench", "--thermal-sim", "--minutes", "1", "--csv", csv.string(), "--svg", svg.string()});
+    ASSERT_EQ(asked.exit_code, 0) << asked.err;
+    EXPECT_EQ(read_file(csv).rfind("policy,t_s,", 0), 0u);
+    EXPECT_NE(read_file(svg).find("<svg"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dwell::test
