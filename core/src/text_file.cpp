@@ -24,7 +24,7 @@ std::string read_text_file(const std::filesystem::path& path, std::string_view w
     const auto too_large = [&](const std::string& size) {
         return Error(DWELL_ERR_INVALID_ARGUMENT,
                      name + " is " + size + ", more than the limit of " + format_bytes(max_bytes) +
-                         " (" + std::to_string(max_bytes) + " bytes); use a shorter file");
+                         " (" + std::to_string(max_bytes) + " bytes); use a smaller file");
     };
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
@@ -32,10 +32,14 @@ std::string read_text_file(const std::filesystem::path& path, std::string_view w
     }
     // A regular file's size is known up front; anything else (a FIFO, a
     // device) is bounded while it is read.
-    const uint64_t size = std::filesystem::is_regular_file(path, ec)
-                              ? static_cast<uint64_t>(std::filesystem::file_size(path, ec))
-                              : 0;
-    if (!ec && size > max_bytes) throw too_large(format_bytes(size));
+    uint64_t size = 0;
+    if (std::filesystem::is_regular_file(path, ec)) {
+        const auto n = std::filesystem::file_size(path, ec);
+        if (!ec) size = static_cast<uint64_t>(n);
+    }
+    if (size > max_bytes) {
+        throw too_large(format_bytes(size) + " (" + std::to_string(size) + " bytes)");
+    }
     std::unique_ptr<std::FILE, FileClose> f(std::fopen(path.c_str(), "rb"));
     if (!f) throw Error(DWELL_ERR_IO, name + " cannot be opened: " + std::strerror(errno));
     std::string text;

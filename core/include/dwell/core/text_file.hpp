@@ -13,6 +13,8 @@ namespace dwell {
 // 256 MiB: far above any evaluation text (wikitext-2's test split is 1.3 MB)
 // and well inside a phone's memory with its tokens beside it.
 inline constexpr uint64_t kMaxTextFileBytes = uint64_t{256} << 20;
+// Sentencepiece model files (Tokenizer::from_model_file).
+inline constexpr uint64_t kMaxTokenizerModelBytes = uint64_t{64} << 20;
 
 // Throws dwell::Error (DWELL_ERR_IO when the file cannot be read,
 // DWELL_ERR_INVALID_ARGUMENT when it is larger than max_bytes) naming the
