@@ -734,13 +734,14 @@ public:
                        const std::function<void(uint64_t)>& reserve) override {
         PackReader r(path_, limits_);
         std::vector<size_t> wanted;
-        wanted.reserve(names.size());
+        wanted.reserve(std::min(names.size(), tensors_.size()));
+        std::vector<bool> seen(tensors_.size(), false);
         uint64_t bytes = 0;
         for (const std::string& name : names) {
             const auto it = index_.find(name);
-            if (it == index_.end()) continue;
+            if (it == index_.end() || seen[it->second]) continue;
             const size_t i = it->second;
-            if (std::find(wanted.begin(), wanted.end(), i) != wanted.end()) continue;
+            seen[i] = true;
             wanted.push_back(i);
             if (tensors_[i].data != nullptr) continue;
             if (__builtin_add_overflow(bytes, entries_[i].raw, &bytes) ||
@@ -769,9 +770,9 @@ public:
                 r.verify(e, m.data());  // before the bytes become visible to anyone
                 // Read-only from here on, like mapped tensors.
                 ::mprotect(m.data(), m.size(), PROT_READ);
-                s.data = m.data();
-                decompressed_bytes_ += e.raw;
                 decompressed_.push_back(std::move(m));
+                s.data = decompressed_.back().data();
+                decompressed_bytes_ += e.raw;
             } else if (!verified_[i]) {
                 r.verify(e, s.data);
             }
