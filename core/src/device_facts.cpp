@@ -13,6 +13,7 @@
 
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/manifest.hpp"
+#include "dwell/core/text_file.hpp"
 
 namespace dwell {
 
@@ -248,12 +249,16 @@ DeviceFacts DeviceFacts::probe(const DeviceProbeOptions& options) {
 
     std::string props_text;
     std::error_code ec;
+    // Read whole, so bounded: a getprop dump is tens of KiB. An absent file
+    // reads as no properties, as before.
+    constexpr uint64_t kMaxGetpropBytes = uint64_t{4} << 20;
     if (options.getprop_file) {
-        std::ifstream in(*options.getprop_file);
-        props_text.assign(std::istreambuf_iterator<char>(in), {});
+        if (std::filesystem::exists(*options.getprop_file, ec))
+            props_text = read_text_file(*options.getprop_file, "the getprop file (--getprop)",
+                                        kMaxGetpropBytes);
     } else if (root != "/") {
-        std::ifstream in(root / "getprop.txt");
-        props_text.assign(std::istreambuf_iterator<char>(in), {});
+        if (std::filesystem::exists(root / "getprop.txt", ec))
+            props_text = read_text_file(root / "getprop.txt", "the getprop file", kMaxGetpropBytes);
     } else {
         props_text = run_getprop();
     }

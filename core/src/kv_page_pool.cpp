@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "dwell/core/error.hpp"
@@ -45,7 +46,9 @@ KvPagePool::KvPagePool(MemoryPool& pool, uint64_t max_bytes)
     base_ = p + head;
     mapped_bytes_ = bytes;
     capacity_ = static_cast<int32_t>(pages);
-    refs_.assign(static_cast<size_t>(capacity_), 0);
+    // refs_ grows with the pages actually handed out: a large budget makes
+    // a large space, and a count per page it could hold would cost memory
+    // (4 GiB at the page cap) for pages no context ever reaches.
 }
 
 KvPagePool::~KvPagePool() {
@@ -58,6 +61,10 @@ void KvPagePool::check_page(int32_t page, const char* what) const {
         throw Error(DWELL_ERR_INTERNAL, std::string("KV page ") + std::to_string(page) + " " +
                                             what + ": no such page (the space holds " +
                                             std::to_string(capacity_) + ")");
+    }
+    if (page >= never_used_) {
+        throw Error(DWELL_ERR_INTERNAL, std::string("KV page ") + std::to_string(page) + " " +
+                                            what + ": the page was never allocated");
     }
     if (refs_[static_cast<size_t>(page)] == 0) {
         throw Error(DWELL_ERR_INTERNAL, std::string("KV page ") + std::to_string(page) + " " +
@@ -99,10 +106,20 @@ int32_t KvPagePool::allocate_once(std::string_view what) {
     if (!free_.empty()) {
         page = free_.back();
         free_.pop_back();
+        refs_[static_cast<size_t>(page)] = 1;
     } else {
+        try {
+            refs_.push_back(1);
+            // release() then never needs to allocate (it runs in destructors).
+            free_.reserve(refs_.capacity());
+        } catch (const std::bad_alloc&) {
+            if (refs_.size() > static_cast<size_t>(never_used_)) refs_.pop_back();
+            pool_.uncharge(page_bytes_, MemoryUse::Kv);
+            throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                        std::string(what) + ": no memory for the KV page table");
+        }
         page = never_used_++;
     }
-    refs_[static_cast<size_t>(page)] = 1;
     ++in_use_;
     return page;
 }
@@ -129,7 +146,7 @@ void KvPagePool::release(int32_t page) {
 
 int32_t KvPagePool::refcount(int32_t page) const {
     std::lock_guard lock(mutex_);
-    if (page < 0 || page >= capacity_) return 0;
+    if (page < 0 || page >= never_used_) return 0;
     return refs_[static_cast<size_t>(page)];
 }
 

@@ -100,8 +100,9 @@ Model::~Model() {
 std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
     const Manifest::Memory& mem = runtime.manifest().memory;
     const bool streamed = mem.weights != "mmap";  // load | stream: read by a WeightStreamer
-    std::unique_ptr<ModelSource> source =
-        open_model_source(path, streamed ? TensorData::Deferred : TensorData::Resident);
+    // Deferred either way: only the tensors the plugin declares are made
+    // resident below, after their bytes are charged to the budget.
+    std::unique_ptr<ModelSource> source = open_model_source(path, TensorData::Deferred);
     const dwell_metadata& meta = source->metadata();
     const char* arch_text = nullptr;
     size_t arch_len = 0;
@@ -204,11 +205,15 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
             w.nb[d] = w.nb[d - 1] * static_cast<uint64_t>(w.ne[d - 1]);
         // Backends never write weights; the mapping is read-only. Streamed
         // weights get their address per step from the streamer.
-        w.data = streamed ? nullptr : const_cast<uint8_t*>(t->data);
+        // Set once the tensor is resident (mapped weights, below).
+        w.data = nullptr;
         if (streamed) w.flags = DWELL_TENSOR_VOLATILE;
         auto [it, inserted] = model->weights_.emplace(name, w);
         it->second.name = it->first.c_str();
-        if (inserted) model->weight_bytes_ += t->size;
+        if (inserted) {
+            model->weight_bytes_ += t->size;
+            if (!streamed && t->stored.frame_sizes.empty()) model->mapped_weight_bytes_ += t->size;
+        }
     }
 
     if (streamed) {
@@ -230,6 +235,25 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
         runtime.pool().charge(model->weight_bytes_, MemoryUse::Weights,
                               "the weights of " + path.string());
         model->charged_bytes_ = model->weight_bytes_;
+        std::vector<std::string> names;
+        names.reserve(model->weights_.size());
+        for (const auto& [name, t] : model->weights_) names.push_back(name);
+        // Decompressed weights take memory the mapped ones only may: checked
+        // against what the system and the cgroup have left before any of it
+        // is allocated.
+        model->source_->make_resident(names, [&](uint64_t bytes) {
+            const uint64_t available = runtime.available_memory();
+            if (bytes > 0 && available != 0 && bytes > available) {
+                throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                            path.string() + ": decompressing its weights needs " +
+                                format_bytes(bytes) + " but " + format_bytes(available) +
+                                " of memory is available: convert it without zstd "
+                                "(dwell convert) or free memory");
+            }
+        });
+        for (auto& [name, w] : model->weights_) {
+            w.data = const_cast<uint8_t*>(model->source_->find_tensor(name)->data);
+        }
         if (mem.mlock) model->lock_weights(mem.pin_layers);
     }
 

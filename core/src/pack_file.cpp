@@ -60,6 +60,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -67,7 +68,9 @@
 #include <utility>
 
 #include "dwell/core/error.hpp"
+#include "dwell/core/format_bytes.hpp"
 #include "dwell/core/gguf_file.hpp"
+#include "dwell/core/system_memory.hpp"
 #include "posix_file.hpp"
 #include "printable_name.hpp"
 
@@ -618,7 +621,7 @@ private:
 class PackSourceImpl final : public PackSource {
 public:
     PackSourceImpl(const std::filesystem::path& path, const PackLimits& limits, TensorData data)
-        : path_(path), file_(map_file_readonly(path)) {
+        : path_(path), limits_(limits), file_(map_file_readonly(path)) {
         PackReader r(path, limits);
         const uint8_t* base = file_.data();
         const Header h = r.read_header(base, file_.size());
@@ -633,12 +636,10 @@ public:
         tokenizer_ = std::string_view(reinterpret_cast<const char*>(base + h.tokenizer_offset),
                                       static_cast<size_t>(h.tokenizer_size));
 
-        const std::vector<Entry> entries = r.read_directory(base, h);
-        std::unique_ptr<ZSTD_DCtx, ZstdDCtxFree> dctx;
-        uint64_t decompressed = 0;
-        tensors_.reserve(entries.size());
-        storage_.reserve(entries.size());
-        for (const Entry& e : entries) {
+        entries_ = r.read_directory(base, h);
+        tensors_.reserve(entries_.size());
+        storage_.reserve(entries_.size());
+        for (const Entry& e : entries_) {
             SourceTensor s;
             s.name = e.name;
             s.dtype = e.dtype;
@@ -655,36 +656,29 @@ public:
                     s.stored.frame_sizes.push_back(size);
                 }
             }
-            if (e.compression == PackCompression::None) {
-                s.data = base + e.offset;
-            } else if (data == TensorData::Deferred) {
-                s.data = nullptr;
-            } else {
-                if (__builtin_add_overflow(decompressed, e.raw, &decompressed) ||
-                    decompressed > limits.max_decompressed_bytes) {
-                    r.fail(e, "decompressed tensors exceed the limit of " +
-                                  str(limits.max_decompressed_bytes) + " bytes");
-                }
-                if (!dctx) {
-                    dctx.reset(ZSTD_createDCtx());
-                    if (!dctx) {
-                        throw Error(DWELL_ERR_OUT_OF_MEMORY,
-                                    path.string() + ": cannot create a zstd context");
-                    }
-                }
-                Mapping m = map_anonymous(path, "tensor '" + printable(e.name) + "'", e.raw);
-                r.decompress(base, e, m.data(), dctx.get());
-                // Read-only from here on, like mapped tensors.
-                ::mprotect(m.data(), m.size(), PROT_READ);
-                s.data = m.data();
-                decompressed_.push_back(std::move(m));
-            }
-            if (data == TensorData::Resident) r.verify(e, s.data);
+            // Compressed tensors wait for make_resident: a tensor no model
+            // asks for is never decompressed.
+            s.data = e.compression == PackCompression::None ? base + e.offset : nullptr;
             storage_.push_back({e.name, e.dtype, e.compression, e.raw, e.stored,
                                 static_cast<uint32_t>(e.frame_count)});
             tensors_.push_back(std::move(s));
         }
+        verified_.assign(entries_.size(), false);
         for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
+        if (data == TensorData::Resident) {
+            std::vector<std::string> all;
+            all.reserve(tensors_.size());
+            for (const SourceTensor& t : tensors_) all.push_back(t.name);
+            make_resident(all, [&](uint64_t bytes) {
+                const uint64_t available = available_memory_bytes();
+                if (available != 0 && bytes > available) {
+                    throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                                path_.string() + ": decompressing its tensors needs " +
+                                    format_bytes(bytes) + " but " + format_bytes(available) +
+                                    " of memory is available");
+                }
+            });
+        }
 
         inner_ = gguf_metadata(*meta_file_);
         meta_ = inner_;
@@ -736,9 +730,63 @@ public:
     const std::vector<PackTensorStorage>& storage() const override { return storage_; }
     std::string_view tokenizer_model() const override { return tokenizer_; }
 
+    void make_resident(const std::vector<std::string>& names,
+                       const std::function<void(uint64_t)>& reserve) override {
+        PackReader r(path_, limits_);
+        std::vector<size_t> wanted;
+        wanted.reserve(std::min(names.size(), tensors_.size()));
+        std::vector<bool> seen(tensors_.size(), false);
+        uint64_t bytes = 0;
+        for (const std::string& name : names) {
+            const auto it = index_.find(name);
+            if (it == index_.end() || seen[it->second]) continue;
+            const size_t i = it->second;
+            seen[i] = true;
+            wanted.push_back(i);
+            if (tensors_[i].data != nullptr) continue;
+            if (__builtin_add_overflow(bytes, entries_[i].raw, &bytes) ||
+                decompressed_bytes_ + bytes > limits_.max_decompressed_bytes) {
+                r.fail(entries_[i], "decompressed tensors exceed the limit of " +
+                                        str(limits_.max_decompressed_bytes) + " bytes");
+            }
+        }
+        // Every byte is accounted for before the first one is allocated.
+        reserve(bytes);
+        const uint8_t* base = file_.data();
+        std::unique_ptr<ZSTD_DCtx, ZstdDCtxFree> dctx;
+        for (const size_t i : wanted) {
+            const Entry& e = entries_[i];
+            SourceTensor& s = tensors_[i];
+            if (s.data == nullptr) {
+                if (!dctx) {
+                    dctx.reset(ZSTD_createDCtx());
+                    if (!dctx) {
+                        throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                                    path_.string() + ": cannot create a zstd context");
+                    }
+                }
+                Mapping m = map_anonymous(path_, "tensor '" + printable(e.name) + "'", e.raw);
+                r.decompress(base, e, m.data(), dctx.get());
+                r.verify(e, m.data());  // before the bytes become visible to anyone
+                // Read-only from here on, like mapped tensors.
+                ::mprotect(m.data(), m.size(), PROT_READ);
+                decompressed_.push_back(std::move(m));
+                s.data = decompressed_.back().data();
+                decompressed_bytes_ += e.raw;
+            } else if (!verified_[i]) {
+                r.verify(e, s.data);
+            }
+            verified_[i] = true;
+        }
+    }
+
 private:
     std::filesystem::path path_;
+    PackLimits limits_;
     Mapping file_;
+    std::vector<Entry> entries_;  // the directory, parallel to tensors_
+    std::vector<bool> verified_;  // checksum checked, parallel to tensors_
+    uint64_t decompressed_bytes_ = 0;
     std::vector<Mapping> decompressed_;
     std::optional<GgufFile> meta_file_;  // heap-backed, so inner_ stays valid
     std::string_view tokenizer_;         // into file_

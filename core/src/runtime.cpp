@@ -108,7 +108,8 @@ std::vector<fs::path> Runtime::manifest_dirs() {
     return dirs;
 }
 
-Runtime::Runtime(const RuntimeOptions& options) : strict_(options.strict) {
+Runtime::Runtime(const RuntimeOptions& options)
+    : strict_(options.strict), memory_root_(options.device_root.value_or("/")) {
     choose_manifest(options);
     if (options.weights) manifest_.memory.weights = *options.weights;
     if (options.weight_budget_bytes)
@@ -118,7 +119,7 @@ Runtime::Runtime(const RuntimeOptions& options) : strict_(options.strict) {
     pool_ = std::make_unique<MemoryPool>(manifest_.memory.page_size, budget);
     // The page space is address space only: as large as the budget, else
     // as the memory the system has.
-    const uint64_t kv_space = budget ? budget : physical_memory_bytes();
+    const uint64_t kv_space = budget ? budget : physical_memory_bytes(memory_root_);
     kv_pages_ = std::make_unique<KvPagePool>(*pool_, kv_space);
     kv_prefixes_ = std::make_unique<KvPrefixCache>(
         *kv_pages_, *pool_,
@@ -161,6 +162,10 @@ void Runtime::start_thermal(const RuntimeOptions& options) {
         tc, [s = thermal_sensors_.get()] { return s->read(); }, *thermal_);
     spdlog::info("thermal: governor on ({} zone(s), target {} C, limit {} C, every {} ms)",
                  thermal_sensors_->zone_dirs().size(), tc.target_c, tc.limit_c, tc.period_ms);
+}
+
+uint64_t Runtime::available_memory() const {
+    return available_memory_bytes(memory_root_);
 }
 
 std::optional<ThermalState> Runtime::thermal_state() const {

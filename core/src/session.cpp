@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "dwell/core/activation_plan.hpp"
 #include "dwell/core/error.hpp"
@@ -13,7 +14,6 @@
 #include "dwell/core/model.hpp"
 #include "dwell/core/runtime.hpp"
 #include "dwell/core/session_file.hpp"
-#include "dwell/core/system_memory.hpp"
 
 namespace dwell {
 
@@ -47,8 +47,11 @@ std::vector<Backend*> backends_preferring(const Runtime& rt, const std::string& 
 constexpr int64_t kDefaultMaxContext = 4096;
 
 // Refuses a KV cache that cannot fit before any page is touched, so an
-// absurd context fails with a message instead of an OOM kill later.
-void check_kv_fits(const Model& model, int64_t n_ctx, dwell_dtype dtype, const MemoryPool& pool) {
+// absurd context fails with a message instead of an OOM kill later. What is
+// left counts the weights already in memory: under a budget the bytes they
+// are charged; without one, the mapped weights, which the system reports as
+// reclaimable page cache although the model needs them.
+void check_kv_fits(const Runtime& runtime, const Model& model, int64_t n_ctx, dwell_dtype dtype) {
     const auto& info = model.info();
     if (info.n_layer <= 0 || info.kv_width <= 0) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT,
@@ -61,22 +64,35 @@ void check_kv_fits(const Model& model, int64_t n_ctx, dwell_dtype dtype, const M
     const bool wraps =
         __builtin_mul_overflow(row, static_cast<uint64_t>(n_ctx), &bytes) ||
         __builtin_mul_overflow(bytes, static_cast<uint64_t>(info.n_layer) * 2, &bytes);
-    const uint64_t available = pool.budget_bytes() ? pool.budget_bytes() : available_memory_bytes();
-    if (wraps || (available && bytes > available)) {
-        throw Error(
-            DWELL_ERR_OUT_OF_MEMORY,
-            "the KV cache for " + std::to_string(n_ctx) + " tokens needs " +
-                (wraps ? std::string("more than 2^64 bytes") : format_bytes(bytes)) + " but " +
-                format_bytes(available) +
-                (pool.budget_bytes() ? " is the memory budget" : " of memory is available") +
-                ": use a smaller --ctx or --kv-type q8_0");
+    const MemoryPool& pool = runtime.pool();
+    const uint64_t budget = pool.budget_bytes();
+    uint64_t weights = 0, total = 0;
+    if (budget) {
+        weights = pool.stats().used_by[static_cast<int>(MemoryUse::Weights)];
+        total = budget;
+    } else {
+        weights = model.mapped_weight_bytes();
+        total = runtime.available_memory();
+        if (total == 0 && !wraps) return;  // unknown: the pool and the OS refuse later
+    }
+    const uint64_t left = total > weights ? total - weights : 0;
+    if (wraps || bytes > left) {
+        throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                    "the KV cache for " + std::to_string(n_ctx) + " tokens needs " +
+                        (wraps ? std::string("more than 2^64 bytes") : format_bytes(bytes)) +
+                        " but " + format_bytes(left) + " is left " +
+                        (budget ? "of the " + format_bytes(budget) + " memory budget"
+                                : std::string("of the memory available")) +
+                        " after " + format_bytes(weights) + " of weights" +
+                        ": use a smaller --ctx or --kv-type q8_0" +
+                        (budget ? ", or raise --memory-budget" : ""));
     }
 }
 
 KvCache make_kv_cache(Runtime& runtime, const Model& model, int32_t n_ctx,
                       std::optional<dwell_dtype> requested) {
     const dwell_dtype dtype = requested.value_or(runtime.manifest().kv.dtype);
-    check_kv_fits(model, n_ctx, dtype, runtime.pool());
+    check_kv_fits(runtime, model, n_ctx, dtype);
     try {
         return KvCache(runtime.kv_pages(), model.info().n_layer, model.info().kv_width, n_ctx,
                        dtype);
@@ -371,6 +387,21 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
     }
     const auto* src =
         static_cast<const float*>(graph.slots[graph.storage_of(graph.output)].tensor.data);
+    // A NaN or infinity would make every later sample the same arbitrary
+    // token (in practice id 0, "<unk>", forever): the step fails instead.
+    for (int64_t row = 0; row < n_out; ++row) {
+        const float* r = src + row * n_vocab;
+        const float* bad = std::find_if(r, r + n_vocab, [](float v) { return !std::isfinite(v); });
+        if (bad != r + n_vocab) {
+            const int64_t position = n_past_ + (n_tokens - n_out) + row;
+            throw Error(DWELL_ERR_CORRUPT,
+                        model_->path().string() + ": the model computed a non-finite logit (" +
+                            (std::isnan(*bad) ? "NaN" : "infinity") + ", token id " +
+                            std::to_string(bad - r) + ") at position " + std::to_string(position) +
+                            ": its weights or hyper-parameters are corrupt, or a backend is "
+                            "faulty");
+        }
+    }
     logits_.assign(src, src + n_vocab * n_out);
     n_past_ += n_tokens;
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());

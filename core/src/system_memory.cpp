@@ -1,14 +1,19 @@
 #include "dwell/core/system_memory.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace dwell {
 
+namespace fs = std::filesystem;
+
 namespace {
 
-uint64_t meminfo_bytes(const std::filesystem::path& root, const std::string& key) {
+uint64_t meminfo_bytes(const fs::path& root, const std::string& key) {
     std::ifstream in(root / "proc/meminfo");
     for (std::string line; std::getline(in, line);) {
         if (line.rfind(key, 0) != 0) continue;
@@ -19,14 +24,110 @@ uint64_t meminfo_bytes(const std::filesystem::path& root, const std::string& key
     return 0;
 }
 
-}  // namespace
+// v1 reports "no limit" as a huge page-rounded number (2^63 - 4096 on
+// 4 KiB pages); anything this large is no limit on any real device.
+constexpr uint64_t kNoLimit = uint64_t{1} << 62;
 
-uint64_t available_memory_bytes(const std::filesystem::path& root) {
-    return meminfo_bytes(root, "MemAvailable:");
+// The first line of a cgroup file as a byte count; nullopt when absent,
+// "max" (v2: no limit) or not a number.
+std::optional<uint64_t> read_bytes(const fs::path& file) {
+    std::ifstream in(file);
+    std::string line;
+    if (!in || !std::getline(in, line)) return std::nullopt;
+    while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
+    if (ec != std::errc() || end != line.data() + line.size()) return std::nullopt;
+    return v;
 }
 
-uint64_t physical_memory_bytes(const std::filesystem::path& root) {
-    return meminfo_bytes(root, "MemTotal:");
+struct Hierarchy {
+    fs::path mount;  // under root
+    fs::path group;  // the process's cgroup, relative to the mount
+    const char* limit_file;
+    const char* usage_file;
+};
+
+// The memory hierarchies /proc/self/cgroup names: the v2 line ("0::/path")
+// and the v1 line whose controllers include "memory".
+std::vector<Hierarchy> memory_hierarchies(const fs::path& root) {
+    std::vector<Hierarchy> out;
+    std::ifstream in(root / "proc/self/cgroup");
+    for (std::string line; std::getline(in, line);) {
+        const size_t a = line.find(':');
+        const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+        if (b == std::string::npos) continue;
+        const std::string controllers = line.substr(a + 1, b - a - 1);
+        // The group's path comes from the kernel, but is treated like any
+        // other input: it must stay inside the mount.
+        const fs::path group = fs::path(line.substr(b + 1)).relative_path().lexically_normal();
+        if (!group.empty() && *group.begin() == "..") continue;
+        if (controllers.empty() && line.compare(0, a, "0") == 0) {
+            out.push_back({root / "sys/fs/cgroup", group, "memory.max", "memory.current"});
+            continue;
+        }
+        std::istringstream list(controllers);
+        for (std::string c; std::getline(list, c, ',');) {
+            if (c != "memory") continue;
+            for (const char* mount : {"sys/fs/cgroup/memory", "dev/memcg"}) {
+                out.push_back(
+                    {root / mount, group, "memory.limit_in_bytes", "memory.usage_in_bytes"});
+            }
+        }
+    }
+    return out;
+}
+
+// Calls f(limit, usage) for each level, from the process's cgroup up to the
+// mount, that sets a limit.
+template <class F>
+void for_each_limit(const fs::path& root, F f) {
+    for (const Hierarchy& h : memory_hierarchies(root)) {
+        fs::path group = h.group;
+        while (true) {
+            const fs::path dir = group.empty() || group == "." ? h.mount : h.mount / group;
+            const std::optional<uint64_t> limit = read_bytes(dir / h.limit_file);
+            if (limit && *limit < kNoLimit) f(*limit, read_bytes(dir / h.usage_file).value_or(0));
+            if (group.empty() || group == "." || !group.has_parent_path()) break;
+            group = group.parent_path();
+        }
+    }
+}
+
+}  // namespace
+
+std::optional<uint64_t> cgroup_memory_left_bytes(const fs::path& root) {
+    std::optional<uint64_t> left;
+    for_each_limit(root, [&](uint64_t limit, uint64_t usage) {
+        const uint64_t here = limit > usage ? limit - usage : 0;
+        left = std::min(left.value_or(here), here);
+    });
+    return left;
+}
+
+std::optional<uint64_t> cgroup_memory_limit_bytes(const fs::path& root) {
+    std::optional<uint64_t> tightest;
+    for_each_limit(root, [&](uint64_t limit, uint64_t) {
+        tightest = std::min(tightest.value_or(limit), limit);
+    });
+    return tightest;
+}
+
+uint64_t available_memory_bytes(const fs::path& root) {
+    const uint64_t meminfo = meminfo_bytes(root, "MemAvailable:");
+    const std::optional<uint64_t> cgroup = cgroup_memory_left_bytes(root);
+    if (!cgroup) return meminfo;
+    // A cgroup with nothing left is 0, which callers read as "unknown"; one
+    // byte keeps it a refusal.
+    const uint64_t left = std::max<uint64_t>(*cgroup, 1);
+    return meminfo ? std::min(meminfo, left) : left;
+}
+
+uint64_t physical_memory_bytes(const fs::path& root) {
+    const uint64_t total = meminfo_bytes(root, "MemTotal:");
+    const std::optional<uint64_t> cgroup = cgroup_memory_limit_bytes(root);
+    if (!cgroup || *cgroup == 0) return total;
+    return total ? std::min(total, *cgroup) : *cgroup;
 }
 
 }  // namespace dwell

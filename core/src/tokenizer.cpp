@@ -31,6 +31,7 @@
 #include "bpe_tokenizer.hpp"
 #include "dwell/core/error.hpp"
 #include "dwell/core/gguf_file.hpp"
+#include "dwell/core/text_file.hpp"
 #include "dwell/status.h"
 #include "special_token_split.hpp"
 
@@ -446,9 +447,11 @@ Tokenizer Tokenizer::from_model_file(const std::filesystem::path& path) {
         throw Error(DWELL_ERR_IO,
                     source + ": cannot open sentencepiece model: " + std::strerror(errno));
     }
-    const std::string serialized{std::istreambuf_iterator<char>(in),
-                                 std::istreambuf_iterator<char>()};
-    if (in.bad()) throw Error(DWELL_ERR_IO, source + ": cannot read sentencepiece model");
+    in.close();
+    // Bounded like every other file read whole: the largest sentencepiece
+    // models (256K-token vocabularies) are under 20 MB.
+    const std::string serialized =
+        read_text_file(path, "sentencepiece model", kMaxTokenizerModelBytes);
     return from_serialized_model(serialized, source);
 }
 

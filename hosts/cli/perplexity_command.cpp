@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "cli_common.hpp"
 #include "dwell/core/error.hpp"
@@ -14,22 +12,10 @@
 #include "dwell/core/perplexity.hpp"
 #include "dwell/core/progress_bar.hpp"
 #include "dwell/core/session_file.hpp"
+#include "dwell/core/text_file.hpp"
 #include "dwell/core/tokenizer.hpp"
 
 namespace dwell::cli {
-
-namespace {
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(DWELL_ERR_IO, path + ": cannot open the text file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw Error(DWELL_ERR_IO, path + ": cannot read the text file");
-    return ss.str();
-}
-
-}  // namespace
 
 int perplexity_command(const std::vector<std::string>& args) {
     CommonArgs common;
@@ -63,7 +49,7 @@ int perplexity_command(const std::vector<std::string>& args) {
                         " is not a readable file (write one with --kl-base-save)");
     const RuntimeOptions ro = runtime_options(common);
 
-    const std::string text = read_text(text_path);
+    const std::string text = read_text_file(text_path, "the text file (-f)");
     Runtime runtime(ro);
     auto model = Model::load(runtime, model_path);
     const std::vector<int32_t> tokens = model->tokenizer().encode(text, true);

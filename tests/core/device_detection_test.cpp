@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "dwell/core/device_facts.hpp"
+#include "dwell/core/error.hpp"
 #include "dwell/core/manifest_choice.hpp"
 
 namespace dwell {
@@ -129,6 +130,25 @@ TEST_F(TempProps, AnUnknownPhoneFallsBackToTheGenericManifestAndSaysSo) {
         if (m.file.filename() == "snapdragon-8gen3.toml") {
             EXPECT_EQ(m.why, "soc_model: this device has T820, the manifest lists SM8650");
         }
+    }
+}
+
+TEST_F(TempProps, AGetpropFileOverTheLimitIsRefusedNamingIt) {
+    std::ofstream(file_) << "[ro.soc.model]: [SM8650]\n";
+    fs::resize_file(file_, (uint64_t{4} << 20) + 1);  // sparse: nothing is written
+    DeviceProbeOptions o;
+    o.root = kTrees / "xiaomi-14-pro";
+    o.getprop_file = file_;
+    try {
+        DeviceFacts::probe(o);
+        FAIL() << "a getprop file over the limit was read";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(
+            m.find(file_.string() + ": the getprop file (--getprop) is 4.0 MiB (4194305 bytes)"),
+            std::string::npos)
+            << m;
+        EXPECT_NE(m.find("limit of 4.0 MiB"), std::string::npos) << m;
     }
 }
 

@@ -5,6 +5,7 @@
 #include "dwell/core/kv_page_pool.hpp"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <cstring>
 #include <map>
@@ -48,6 +49,36 @@ TEST(KvPagePool, PagesAreZeroedAlignedAndCharged) {
     pages.release(c);
     EXPECT_EQ(pages.pages_in_use(), 0);
     EXPECT_EQ(memory.stats().used_bytes, 0u);
+}
+
+// Heap bytes in use (small and mmap'd blocks alike).
+uint64_t heap_bytes() {
+    const struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+
+TEST(KvPagePool, LargeSpaceCostsNoBookkeepingUntilPagesAreUsed) {
+    // A 1 TiB space (a large --memory-budget) holds 2^26 pages of 16 KiB; a
+    // count per possible page would be 256 MiB of heap before any is used.
+    MemoryPool memory(kPage, 0);
+    const uint64_t before = heap_bytes();
+    KvPagePool pages(memory, uint64_t{1} << 40);
+    ASSERT_EQ(pages.capacity(), 1 << 26);
+    EXPECT_LT(heap_bytes() - before, uint64_t{1} << 20);
+    std::vector<int32_t> held;
+    for (int i = 0; i < 100; ++i) held.push_back(pages.allocate("test"));
+    EXPECT_LT(heap_bytes() - before, uint64_t{1} << 20);
+    for (int32_t p : held) EXPECT_EQ(pages.refcount(p), 1);
+    // Pages past those handed out are not in use, whatever the space holds.
+    EXPECT_EQ(pages.refcount(1 << 25), 0);
+    EXPECT_EQ(status_of([&] { pages.release(1 << 25); }), DWELL_ERR_INTERNAL);
+    EXPECT_EQ(status_of([&] { pages.retain(200); }), DWELL_ERR_INTERNAL);
+    for (int32_t p : held) pages.release(p);
+    EXPECT_EQ(pages.pages_in_use(), 0);
+    // Freed pages are reused before new ones are made.
+    const int32_t again = pages.allocate("test");
+    EXPECT_LT(again, 100);
+    pages.release(again);
 }
 
 TEST(KvPagePool, ReferenceCounts) {

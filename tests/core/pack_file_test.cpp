@@ -617,6 +617,30 @@ TEST_F(PackCorruptionTest, InconsistentFrameCount) {
     }
 }
 
+// A frame whose header claims more content than the directory declares is
+// refused before it is decoded: decompression never writes past the
+// declared size, whatever the frame says.
+TEST_F(PackCorruptionTest, FrameContentSizeOtherThanDeclaredIsRefused) {
+    const size_t last = tensors_.size() - 1;
+    const uint64_t off = get64(good_, entry_fields(good_, last) + kEntDataOffset);
+    const uint8_t fhd = good_[off + 4];  // after the 4-byte zstd magic
+    const bool single_segment = (fhd >> 5) & 1;
+    const unsigned fcs_flag = fhd >> 6;
+    const unsigned dict_bytes[4] = {0, 1, 2, 4};
+    const size_t fcs = off + 5 + (single_segment ? 0 : 1) + dict_bytes[fhd & 3];
+    // 100-byte frames: a one-byte content size field (single segment).
+    ASSERT_TRUE(single_segment && fcs_flag == 0);
+    ASSERT_EQ(good_[fcs], 100);
+    for (const uint8_t claim : {uint8_t{255}, uint8_t{99}}) {
+        std::vector<uint8_t> b = good_;
+        b[fcs] = claim;
+        SCOPED_TRACE(claim);
+        expect_rejected(
+            b, {"tensor 'output.weight'",
+                "zstd frame 1 of 281 holds " + std::to_string(claim) + " bytes, expected 100"});
+    }
+}
+
 TEST_F(PackCorruptionTest, FrameSizesThatDoNotTile) {
     std::vector<uint8_t> b = good_;
     const size_t z = entry_fields(b, tensors_.size() - 1);

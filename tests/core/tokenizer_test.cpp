@@ -524,5 +524,23 @@ TEST(TokenizerErrors, GgufSpecialIdOutOfRange) {
                  {file.path().string(), "tokenizer.ggml.bos_token_id", "9999"});
 }
 
+TEST(TokenizerFile, AModelFileOverTheLimitIsRefusedBeforeItIsRead) {
+    const std::filesystem::path p = std::filesystem::temp_directory_path() /
+                                    ("dwell-huge-" + std::to_string(::getpid()) + ".model");
+    std::ofstream(p) << "x";
+    std::filesystem::resize_file(p, (uint64_t{64} << 20) + 1);  // sparse
+    try {
+        Tokenizer::from_model_file(p);
+        ADD_FAILURE() << "a tokenizer model over the limit was read";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find(p.string() + ": sentencepiece model is 64.0 MiB (67108865 bytes)"),
+                  std::string::npos)
+            << m;
+        EXPECT_NE(m.find("limit of 64.0 MiB"), std::string::npos) << m;
+    }
+    std::filesystem::remove(p);
+}
+
 }  // namespace
 }  // namespace dwell

@@ -401,7 +401,12 @@ TEST_F(Sessions, BudgetRefusesWithAMessageNotAKill) {
     // Weights and activations fit, and KV for 6 logical pages (96 positions).
     Runtime runtime(manifest_options(dir_, 0, f.weights + f.activations + 6 * kLogicalPageBytes));
     auto model = Model::load(runtime, model_path_);
-    Session s(runtime, model);
+    // A context whose whole cache fits what the weights leave (the check at
+    // creation), while the activations leave room for only 6 pages of it.
+    SessionOptions so;
+    so.n_ctx = 640;
+    ASSERT_LE(uint64_t{640} / 16 * kLogicalPageBytes, f.activations + 6 * kLogicalPageBytes);
+    Session s(runtime, model, so);
     s.decode(prompt_of(32, 4));
     try {
         s.decode(prompt_of(600, 5));
@@ -424,10 +429,12 @@ TEST_F(Sessions, PrefixCacheGivesWayToLiveSessionsUnderTheBudget) {
     // Room for 20 logical pages: one 240-token session (15) at a time.
     Runtime runtime(manifest_options(dir_, 64, f.weights + f.activations + 20 * kLogicalPageBytes));
     auto model = Model::load(runtime, model_path_);
+    SessionOptions so;
+    so.n_ctx = 256;  // the whole cache fits what the weights leave
     for (int i = 0; i < 6; ++i) {
         // Finished sessions leave their pages to the prefix cache; the next
         // prompt needs them back.
-        Session s(runtime, model);
+        Session s(runtime, model, so);
         s.decode(prompt_of(240, 10 + i));
         EXPECT_EQ(s.n_past(), 240);
     }

@@ -1,5 +1,7 @@
 #include "metadata_reader.hpp"
 
+#include <cmath>
+#include <sstream>
 #include <stdexcept>
 
 namespace dwell::model_kit {
@@ -48,7 +50,27 @@ int64_t MetadataReader::int_or(const std::string& key, int64_t fallback, int64_t
 
 float MetadataReader::float_or(const std::string& key, float fallback) const {
     double v = 0;
-    return meta_.get_float(meta_.self, key.c_str(), &v) ? static_cast<float>(v) : fallback;
+    if (!meta_.get_float(meta_.self, key.c_str(), &v)) return fallback;
+    const auto f = static_cast<float>(v);
+    if (!std::isfinite(f)) {
+        // The value as stored, not as float: 1e39 reads as itself.
+        std::ostringstream text;
+        text << v;
+        throw std::runtime_error("metadata key " + key + " = " + text.str() +
+                                 " is not a finite number");
+    }
+    return f;
+}
+
+float MetadataReader::positive_float_or(const std::string& key, float fallback) const {
+    const float f = float_or(key, fallback);
+    if (!(f > 0)) {
+        std::ostringstream text;
+        text << f;
+        throw std::runtime_error("metadata key " + key + " = " + text.str() +
+                                 " must be greater than 0");
+    }
+    return f;
 }
 
 std::optional<std::string> MetadataReader::string(const std::string& key) const {

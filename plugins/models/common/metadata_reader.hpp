@@ -34,7 +34,12 @@ public:
     int64_t require_int(const std::string& key, int64_t lo, int64_t hi) const;
     // An optional integer in lo..hi; `fallback` (unchecked) when absent.
     int64_t int_or(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const;
+    // An optional float, finite as a float (a NaN or an infinity, or a
+    // double beyond float's range, is refused naming the key); `fallback`
+    // when absent.
     float float_or(const std::string& key, float fallback) const;
+    // The same, and greater than zero (epsilons, frequency bases, factors).
+    float positive_float_or(const std::string& key, float fallback) const;
     std::optional<std::string> string(const std::string& key) const;
     std::optional<TensorInfo> tensor(const std::string& name) const;
 

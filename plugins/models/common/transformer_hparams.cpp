@@ -1,5 +1,6 @@
 #include "transformer_hparams.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace dwell::model_kit {
@@ -46,16 +47,17 @@ TransformerHParams read_transformer_hparams(const MetadataReader& m, float defau
     h.n_rot =
         static_cast<int32_t>(m.int_or(key("rope.dimension_count"), h.head_dim, 2, h.head_dim));
     if (h.n_rot % 2) throw std::runtime_error(key("rope.dimension_count") + " must be even");
-    h.rms_eps = m.float_or(key("attention.layer_norm_rms_epsilon"), default_rms_eps);
-    if (!(h.rms_eps >= 0))
-        throw std::runtime_error(key("attention.layer_norm_rms_epsilon") + " must be >= 0");
-    h.rope_freq_base = m.float_or(key("rope.freq_base"), 10000.0f);
-    if (!(h.rope_freq_base > 0))
-        throw std::runtime_error(key("rope.freq_base") + " must be positive");
+    // Zero, negative or non-finite values make every norm or rotation
+    // NaN, which would surface only as garbage logits; refused here.
+    h.rms_eps = m.positive_float_or(key("attention.layer_norm_rms_epsilon"), default_rms_eps);
+    h.rope_freq_base = m.positive_float_or(key("rope.freq_base"), 10000.0f);
     const std::string scaling = m.string(key("rope.scaling.type")).value_or("");
     const float factor = m.float_or(key("rope.scaling.factor"), 0.0f);
     if (scaling == "linear" && factor > 0) {
         h.rope_freq_scale = 1.0f / factor;
+        if (!std::isfinite(h.rope_freq_scale))
+            throw std::runtime_error("metadata key " + key("rope.scaling.factor") +
+                                     " is too small to divide by");
     } else if (!scaling.empty() && scaling != "none" && scaling != "linear") {
         throw std::runtime_error(key("rope.scaling.type") + " '" + scaling +
                                  "' is not supported yet (linear and none are)");

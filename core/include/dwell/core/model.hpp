@@ -42,6 +42,9 @@ public:
     const std::string& architecture() const { return architecture_; }
     const LoadedPlugin& plugin() const { return *plugin_; }
     uint64_t weight_bytes() const { return weight_bytes_; }
+    // The part of weight_bytes() used in place from the file mapping (not
+    // decompressed): page cache the system counts as available.
+    uint64_t mapped_weight_bytes() const { return mapped_weight_bytes_; }
     // Unique among the models of its runtime.
     uint64_t id() const { return id_; }
 
@@ -65,6 +68,7 @@ private:
     std::string architecture_;
     std::map<std::string, dwell_tensor, std::less<>> weights_;
     uint64_t weight_bytes_ = 0;
+    uint64_t mapped_weight_bytes_ = 0;
     uint64_t charged_bytes_ = 0;
     uint64_t id_ = 0;                 // weight bytes counted in the runtime's memory budget
     mutable std::mutex build_mutex_;  // the plugin's model object is single-threaded

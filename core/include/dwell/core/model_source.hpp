@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,18 @@ public:
     virtual const SourceTensor* find_tensor(std::string_view name) const = 0;
     virtual const std::vector<SourceTensor>& tensors() const = 0;
     virtual Tokenizer tokenizer() const = 0;
+
+    // For a source opened Deferred: makes the named tensors' bytes usable
+    // through `data` (packs decompress them) and verifies their checksums,
+    // so only the tensors a model declares ever cost memory. `reserve` is
+    // called once, before anything is allocated, with the bytes this will
+    // allocate; it throws to refuse. Names the source lacks are skipped.
+    // Call before the source is shared between threads.
+    virtual void make_resident(const std::vector<std::string>& names,
+                               const std::function<void(uint64_t bytes)>& reserve) {
+        (void)names;
+        (void)reserve;  // GGUF: every tensor is mapped in place already
+    }
 };
 
 // Opens a GGUF file or a dwell pack; throws dwell::Error naming the file.

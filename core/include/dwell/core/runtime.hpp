@@ -139,6 +139,9 @@ public:
     const std::vector<std::unique_ptr<Backend>>& backends() const { return backends_; }
     const std::vector<BackendChoice>& backend_choices() const { return choices_; }
     bool strict() const { return strict_; }
+    // Memory the system and the process's cgroup can still give, read under
+    // the device root (RuntimeOptions::device_root); 0 when unknown.
+    uint64_t available_memory() const;
 
     // The thermal governor's view, when it runs (manifest [thermal] with
     // zones, not turned off).
@@ -186,6 +189,7 @@ private:
     std::vector<std::unique_ptr<Backend>> backends_;
     std::vector<BackendChoice> choices_;
     bool strict_ = false;
+    std::filesystem::path memory_root_ = "/";  // where /proc and /sys are read
     // After backends_: stops (and restores the device) before they go.
     std::unique_ptr<ThermalSensors> thermal_sensors_;
     std::unique_ptr<RuntimeThermal> thermal_;
