@@ -12,12 +12,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
 #include "cli_common.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/model.hpp"
+#include "dwell/core/output_file.hpp"
 #include "dwell/core/progress_bar.hpp"
 #include "dwell/core/session.hpp"
 #include "dwell/core/thermal_plant.hpp"
@@ -205,8 +207,9 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
     const ThermalSimPolicy policies[] = {ThermalSimPolicy::off, ThermalSimPolicy::stop_and_go,
                                          ThermalSimPolicy::dwell};
     const char* colors[] = {"#d62728", "#ff7f0e", "#1f77b4"};
-    std::ofstream csv(csv_path);
-    if (!csv) throw std::runtime_error(csv_path + ": cannot be written");
+    // Refused before the simulation when the path cannot take the file.
+    OutputFile csv_file(csv_path);
+    std::ostringstream csv;
     csv << "policy,t_s,temp_c,tok_s,duty,thread_share,freq_capped,offloaded,tokens_total\n";
     SvgPanel temp_panel{"Hottest device temperature", "time (s)", "temperature (C)", {}};
     SvgPanel tok_panel{"Generation speed", "time (s)", "tokens/s", {}};
@@ -246,7 +249,8 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                      s.max_temp_c, s.seconds_above_limit, s.tail_mean_abs_error_c, s.tail_swing_c,
                      s.tokens, s.mean_tok_s);
     }
-    if (!csv.flush()) throw std::runtime_error(csv_path + ": write failed");
+    csv_file.write(csv.str());
+    csv_file.commit();
     // The target and the limit, dashed, across the temperature panel.
     for (const auto& [label, value, color] : {std::tuple{"target", config.target_c, "#2ca02c"},
                                               std::tuple{"limit", config.limit_c, "#7f7f7f"}}) {
@@ -261,10 +265,7 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                   "dwell thermal governor, simulated phone: %.0f min of generation, target %.0f C, "
                   "limit %.0f C",
                   minutes, config.target_c, config.limit_c);
-    std::ofstream svg(svg_path);
-    if (!svg || !(svg << render_svg(title, {temp_panel, tok_panel})) || !svg.flush()) {
-        throw std::runtime_error(svg_path + ": cannot be written");
-    }
+    write_output_file(svg_path, render_svg(title, {temp_panel, tok_panel}));
     summary["target_c"] = config.target_c;
     summary["limit_c"] = config.limit_c;
     summary["minutes"] = minutes;

@@ -19,6 +19,7 @@
 #include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/model.hpp"
+#include "dwell/core/output_file.hpp"
 #include "dwell/core/session.hpp"
 #include "dwell/core/text_generation.hpp"
 #include "dwell/core/tokenizer.hpp"
@@ -124,9 +125,8 @@ public:
             pending_ = -1;
         }
         session_->save(path);
-        std::ofstream out(path + ".chat.json");
-        if (!(out << text << "\n") || !out.flush())
-            throw Error(DWELL_ERR_IO, path + ".chat.json: cannot write the conversation");
+        // The conversation is as private as the session: 0600.
+        write_output_file(path + ".chat.json", text + "\n", 0600);
     }
 
     void load(const std::string& path) {

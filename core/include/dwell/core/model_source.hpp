@@ -59,6 +59,10 @@ public:
     virtual const SourceTensor* find_tensor(std::string_view name) const = 0;
     virtual const std::vector<SourceTensor>& tensors() const = 0;
     virtual Tokenizer tokenizer() const = 0;
+    // "" while the bytes mapped from the file can be trusted; otherwise one
+    // line naming the file (mapped_file.hpp). `check_file`: the weights are
+    // read in place, so a file changed on disk is a problem too.
+    virtual std::string file_problem(bool check_file) const = 0;
 };
 
 // Opens a GGUF file or a dwell pack; throws dwell::Error naming the file.
