@@ -191,9 +191,20 @@ std::string not_a_complete_library(int fd, uint64_t file_size) {
     return {};
 }
 
+// Android's system user and group (AID_SYSTEM) own /data and an app's
+// native library folders; they are as trusted as root there.
+bool is_android_system(unsigned id) {
+#ifdef __ANDROID__
+    return id == 1000;
+#else
+    (void)id;
+    return false;
+#endif
+}
+
 // "" when `st` belongs to us or root; else the refusal.
 std::string owned_by_others(const struct stat& st, const fs::path& path, const char* what) {
-    if (st.st_uid == 0 || st.st_uid == geteuid()) return {};
+    if (st.st_uid == 0 || st.st_uid == geteuid() || is_android_system(st.st_uid)) return {};
     return std::string(what) + " " + path.string() + " is owned by uid " +
            std::to_string(st.st_uid) +
            ", neither you nor root, so its owner could replace the plugin: refused; chown it";
@@ -215,7 +226,7 @@ std::string unsafe_ancestor(const fs::path& folder) {
                 return "folder " + p.string() + " above the plugins is world-writable" + mode +
                        ", so any user could replace them: refused; chmod o-w " + p.string();
             }
-            if ((st.st_mode & S_IWGRP) && st.st_gid != getegid()) {
+            if ((st.st_mode & S_IWGRP) && st.st_gid != getegid() && !is_android_system(st.st_gid)) {
                 return "folder " + p.string() + " above the plugins is writable by group " +
                        group_name(st.st_gid) + mode +
                        ", so its members could replace them: refused; chmod g-w " + p.string();

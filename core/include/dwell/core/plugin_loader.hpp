@@ -21,7 +21,8 @@
 //   effective group (the user-private-group setup of umask 002), since
 //   every member of a shared group could swap the plugin;
 // - as OpenSSH's StrictModes does, the plugin, its folder and every folder
-//   above it must be owned by us or root, and no folder above may be
+//   above it must be owned by us or root (on Android also the system user,
+//   which owns an app's library folders), and no folder above may be
 //   writable by others without the sticky bit (which keeps others from
 //   renaming what they do not own, as in /tmp);
 // - a plugin pinned in the manifest ([plugins] sha256, by plugin name, i.e.
