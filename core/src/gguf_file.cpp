@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "dwell/core/error.hpp"
+#include "dwell/core/mapped_file.hpp"
 #include "posix_file.hpp"
 #include "printable_name.hpp"
 
@@ -214,7 +215,7 @@ std::optional<int64_t> load_integer(GgufType t, const uint8_t* p) {
 class Mapping {
 public:
     Mapping() = default;
-    explicit Mapping(MappedRegion region) : region_(std::move(region)) {}
+    explicit Mapping(MappedFile file) : region_(std::move(file)) {}
     explicit Mapping(std::vector<uint8_t> bytes) : owned_(std::move(bytes)) {}
 
     const uint8_t* data() const {
@@ -222,13 +223,18 @@ public:
     }
     size_t size() const { return region_.data() != nullptr ? region_.size() : owned_.size(); }
 
+    // "" while the bytes can be trusted (mapped_file.hpp); owned bytes always can.
+    std::string problem(bool check_file) const {
+        return region_.data() != nullptr ? region_.problem(check_file) : std::string();
+    }
+
 private:
-    MappedRegion region_;
+    MappedFile region_;
     std::vector<uint8_t> owned_;
 };
 
 Mapping map_file(const std::filesystem::path& path) {
-    return Mapping(map_file_readonly(path));
+    return Mapping(MappedFile(path));
 }
 
 // ---------------------------------------------------------------------------
@@ -728,6 +734,10 @@ std::vector<std::string> GgufFile::keys() const {
     out.reserve(impl_->kvs.size());
     for (const Kv& kv : impl_->kvs) out.emplace_back(kv.key);
     return out;
+}
+
+std::string GgufFile::mapping_problem(bool check_file) const {
+    return impl_->map.problem(check_file);
 }
 
 const std::vector<GgufFile::TensorInfo>& GgufFile::tensors() const {

@@ -37,6 +37,9 @@ public:
     }
     const std::vector<SourceTensor>& tensors() const override { return tensors_; }
     Tokenizer tokenizer() const override { return Tokenizer::from_gguf(file_); }
+    std::string file_problem(bool check_file) const override {
+        return file_.mapping_problem(check_file);
+    }
 
 private:
     GgufFile file_;

@@ -11,6 +11,7 @@
 
 #include "dwell/core/error.hpp"
 #include "dwell/core/gguf_file.hpp"
+#include "dwell/core/output_file.hpp"
 
 namespace dwell {
 namespace {
@@ -182,17 +183,9 @@ std::vector<uint8_t> GgufWriter::bytes() const {
 
 void GgufWriter::write(const std::filesystem::path& path) const {
     const std::vector<uint8_t> data = bytes();
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    if (!f) {
-        throw Error(DWELL_ERR_IO,
-                    path.string() + ": cannot create: " + std::generic_category().message(errno));
-    }
-    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-    f.close();
-    if (!f) {
-        throw Error(DWELL_ERR_IO,
-                    path.string() + ": write failed: " + std::generic_category().message(errno));
-    }
+    OutputFile out(path);
+    out.write(data.data(), data.size());
+    out.commit();
 }
 
 }  // namespace dwell

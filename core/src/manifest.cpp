@@ -7,7 +7,10 @@
 // default (e.g. "budget_mib") is far harder to debug on a phone than a refusal.
 #include "dwell/core/manifest.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -537,10 +540,29 @@ std::filesystem::path absolute_or_same(const std::filesystem::path& p) {
 
 Manifest Manifest::load(const std::filesystem::path& path) {
     const std::string file = path.string();
-    // fopen/fread rather than ifstream so the reason (errno) reaches the user,
-    // including EISDIR for a folder.
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(file.c_str(), "rb"), &std::fclose);
-    if (!f) throw Error(DWELL_ERR_IO, file + ": cannot read manifest: " + std::strerror(errno));
+    // open/fread rather than ifstream so the reason (errno) reaches the user.
+    // O_NONBLOCK: a FIFO must be refused, not waited on for a writer; a
+    // device is read (bounded by the size limit below).
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) throw Error(DWELL_ERR_IO, file + ": cannot read manifest: " + std::strerror(errno));
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(::fdopen(fd, "rb"), &std::fclose);
+    if (!f) {
+        const int err = errno;
+        ::close(fd);
+        throw Error(DWELL_ERR_IO, file + ": cannot read manifest: " + std::strerror(err));
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0)
+        throw Error(DWELL_ERR_IO, file + ": cannot read manifest: " + std::strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        throw Error(DWELL_ERR_IO, file + ": cannot read manifest: " + std::strerror(EISDIR));
+    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        throw Error(DWELL_ERR_IO, file + ": is a " + (S_ISFIFO(st.st_mode) ? "FIFO" : "socket") +
+                                      ", not a manifest file: refused; give the path of a "
+                                      ".toml file");
+    }
+    // Reads block as usual from here on (a device may need it).
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     std::string text;
     std::array<char, 8192> buf;
     for (;;) {

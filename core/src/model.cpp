@@ -216,6 +216,7 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path) {
         }
     }
 
+    model->weights_in_place_ = !streamed;
     if (streamed) {
         // The streamer's buffers come from the pool, so they are budgeted there.
         std::vector<std::string> names;
@@ -300,6 +301,11 @@ void Model::lock_weights(const std::vector<int32_t>& layers) const {
     }
     if (locked > 0)
         spdlog::info("{}: {} of weights locked in memory", path().string(), format_bytes(locked));
+}
+
+void Model::check_file() const {
+    if (std::string why = source_->file_problem(weights_in_place_); !why.empty())
+        throw Error(DWELL_ERR_IO, why);
 }
 
 const dwell_tensor* Model::weight(std::string_view name) const {

@@ -71,6 +71,8 @@
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/gguf_file.hpp"
 #include "dwell/core/system_memory.hpp"
+#include "dwell/core/mapped_file.hpp"
+#include "dwell/core/output_file.hpp"
 #include "posix_file.hpp"
 #include "printable_name.hpp"
 
@@ -151,7 +153,8 @@ bool known_dtype(int32_t dtype) {
            dwell_dtype_block_elems(static_cast<dwell_dtype>(dtype)) > 0;
 }
 
-// POSIX resources: posix_file.hpp (FileDescriptor, MappedRegion, map_*).
+// POSIX resources: posix_file.hpp (FileDescriptor, MappedRegion, map_*), and
+// the guarded file mapping, mapped_file.hpp.
 using Fd = FileDescriptor;
 using Mapping = MappedRegion;
 
@@ -621,7 +624,7 @@ private:
 class PackSourceImpl final : public PackSource {
 public:
     PackSourceImpl(const std::filesystem::path& path, const PackLimits& limits, TensorData data)
-        : path_(path), limits_(limits), file_(map_file_readonly(path)) {
+        : path_(path), limits_(limits), file_(path) {
         PackReader r(path, limits);
         const uint8_t* base = file_.data();
         const Header h = r.read_header(base, file_.size());
@@ -729,6 +732,7 @@ public:
     }
     const std::vector<PackTensorStorage>& storage() const override { return storage_; }
     std::string_view tokenizer_model() const override { return tokenizer_; }
+    std::string file_problem(bool check_file) const override { return file_.problem(check_file); }
 
     void make_resident(const std::vector<std::string>& names,
                        const std::function<void(uint64_t)>& reserve) override {
@@ -783,7 +787,7 @@ public:
 private:
     std::filesystem::path path_;
     PackLimits limits_;
-    Mapping file_;
+    MappedFile file_;
     std::vector<Entry> entries_;  // the directory, parallel to tensors_
     std::vector<bool> verified_;  // checksum checked, parallel to tensors_
     uint64_t decompressed_bytes_ = 0;
@@ -809,10 +813,9 @@ std::unique_ptr<PackSource> open_pack_source(const std::filesystem::path& path,
 
 struct PackWriter::Impl {
     std::filesystem::path path;
-    std::filesystem::path tmp;
     Options options;
-    Fd fd;
-    uint64_t pos = 0;  // the file's current length
+    std::optional<OutputFile> out;  // the temporary, renamed over `path` by finish()
+    uint64_t pos = 0;               // the file's current length
     GgufWriter metadata;
     std::string tokenizer;
     std::vector<Entry> entries;
@@ -826,18 +829,8 @@ struct PackWriter::Impl {
         throw Error(DWELL_ERR_INVALID_ARGUMENT, path.string() + ": " + what);
     }
 
-    void write_at(uint64_t offset, const uint8_t* p, uint64_t n) const {
-        while (n > 0) {
-            const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, 1u << 30));
-            const ssize_t w = ::pwrite(fd.get(), p, chunk, static_cast<off_t>(offset));
-            if (w < 0) {
-                if (errno == EINTR) continue;
-                io_fail("write failed at offset " + str(offset), errno);
-            }
-            p += w;
-            n -= static_cast<uint64_t>(w);
-            offset += static_cast<uint64_t>(w);
-        }
+    void write_at(uint64_t offset, const uint8_t* p, uint64_t n) {
+        out->write_at(offset, p, static_cast<size_t>(n));
     }
     void append(const uint8_t* p, uint64_t n) {
         write_at(pos, p, n);
@@ -854,7 +847,6 @@ PackWriter::PackWriter(const std::filesystem::path& path, Options options)
     : impl_(std::make_unique<Impl>()) {
     Impl& w = *impl_;
     w.path = path;
-    w.tmp = path.string() + ".tmp";
     w.options = options;
     if (options.compression != PackCompression::None &&
         options.compression != PackCompression::Zstd) {
@@ -867,20 +859,18 @@ PackWriter::PackWriter(const std::filesystem::path& path, Options options)
                       std::to_string(ZSTD_minCLevel()) + ".." + std::to_string(ZSTD_maxCLevel()));
         }
     }
-    w.fd = Fd(::open(w.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (w.fd.get() < 0) throw_io(w.tmp, "cannot create", errno);
+    w.out.emplace(path);
     // A zero header until finish(): an interrupted pack is never mistaken
     // for a complete one.
     const std::array<uint8_t, kHeaderSize> zeros{};
     w.append(zeros.data(), zeros.size());
 }
 
-PackWriter::~PackWriter() {
-    if (impl_ && !impl_->finished) {
-        impl_->fd = Fd();
-        std::error_code ec;
-        std::filesystem::remove(impl_->tmp, ec);
-    }
+// An unfinished pack's temporary goes with its OutputFile.
+PackWriter::~PackWriter() = default;
+
+const std::filesystem::path& PackWriter::temporary() const {
+    return impl_->out->temporary();
 }
 
 GgufWriter& PackWriter::metadata() {
@@ -1040,14 +1030,7 @@ std::vector<PackTensorStorage> PackWriter::finish() {
     w.write_at(0, head.data(), head.size());
 
     // Durable before it becomes visible under its final name.
-    if (::fsync(w.fd.get()) != 0) w.io_fail("fsync failed", errno);
-    if (w.fd.close() != 0) w.io_fail("close failed", errno);
-    std::error_code ec;
-    std::filesystem::rename(w.tmp, w.path, ec);
-    if (ec) {
-        throw Error(DWELL_ERR_IO,
-                    w.path.string() + ": cannot rename " + w.tmp.string() + ": " + ec.message());
-    }
+    w.out->commit();
     w.finished = true;
 
     std::vector<PackTensorStorage> out;

@@ -12,6 +12,7 @@
 
 #include "dwell/core/error.hpp"
 #include "dwell/core/model.hpp"
+#include "dwell/core/output_file.hpp"
 #include "dwell/core/runtime.hpp"
 #include "dwell/core/tokenizer.hpp"
 
@@ -49,8 +50,8 @@ uint64_t fnv1a(std::span<const int32_t> tokens) {
 static_assert(std::endian::native == std::endian::little, "the base file format is little-endian");
 
 template <typename T>
-void put(std::ostream& out, T value) {
-    out.write(reinterpret_cast<const char*>(&value), sizeof(value));
+void put(OutputFile& out, T value) {
+    out.write(&value, sizeof(value));
 }
 
 template <typename T>
@@ -64,50 +65,26 @@ int64_t base_payload_floats(const BaseHeader& h) {
     return static_cast<int64_t>(h.n_chunks) * h.n_scored * h.n_vocab;
 }
 
-// Writes the base chunk by chunk; a run that does not finish removes the
-// partial file rather than leave one that a later run would half-trust.
+// Writes the base chunk by chunk into a temporary (output_file.hpp): a run
+// that does not finish leaves no file that a later run would half-trust.
 class BaseWriter {
 public:
-    BaseWriter(std::filesystem::path path, const BaseHeader& h)
-        : path_(std::move(path)), out_(path_, std::ios::binary | std::ios::trunc) {
-        if (!out_) throw Error(DWELL_ERR_IO, path_.string() + ": cannot create the KL base file");
+    BaseWriter(const std::filesystem::path& path, const BaseHeader& h) : out_(path) {
         out_.write(kBaseMagic.data(), kBaseMagic.size());
         put(out_, h.n_vocab);
         put(out_, h.n_ctx);
         put(out_, h.n_chunks);
         put(out_, h.n_scored);
         put(out_, h.tokens_hash);
-        check();
     }
-    ~BaseWriter() {
-        if (!finished_) {
-            out_.close();
-            std::error_code ec;
-            std::filesystem::remove(path_, ec);
-        }
-    }
-    BaseWriter(const BaseWriter&) = delete;
-    BaseWriter& operator=(const BaseWriter&) = delete;
 
     void write(std::span<const float> log_probs) {
-        out_.write(reinterpret_cast<const char*>(log_probs.data()),
-                   static_cast<std::streamsize>(log_probs.size_bytes()));
-        check();
+        out_.write(log_probs.data(), log_probs.size_bytes());
     }
-    void finish() {
-        out_.close();
-        if (out_.fail())
-            throw Error(DWELL_ERR_IO, path_.string() + ": cannot write the KL base file");
-        finished_ = true;
-    }
+    void finish() { out_.commit(); }
 
 private:
-    void check() {
-        if (!out_) throw Error(DWELL_ERR_IO, path_.string() + ": cannot write the KL base file");
-    }
-    std::filesystem::path path_;
-    std::ofstream out_;
-    bool finished_ = false;
+    OutputFile out_;
 };
 
 class BaseReader {

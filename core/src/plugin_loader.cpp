@@ -1,7 +1,10 @@
 #include "dwell/core/plugin_loader.hpp"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <link.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -129,6 +132,119 @@ std::string writable_by_others(const struct stat& st, const fs::path& path, cons
     return {};
 }
 
+#if defined(__x86_64__)
+constexpr uint16_t kHostMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr uint16_t kHostMachine = EM_AARCH64;
+#elif defined(__i386__)
+constexpr uint16_t kHostMachine = EM_386;
+#elif defined(__arm__)
+constexpr uint16_t kHostMachine = EM_ARM;
+#elif defined(__riscv)
+constexpr uint16_t kHostMachine = EM_RISCV;
+#else
+constexpr uint16_t kHostMachine = EM_NONE;  // not checked
+#endif
+
+// "" when `fd` holds a complete shared object for this machine; otherwise
+// why not. dlopen maps whatever the headers claim, so a truncated file
+// (one still being copied) would fault when its missing pages are touched.
+std::string not_a_complete_library(int fd, uint64_t file_size) {
+    ElfW(Ehdr) eh{};
+    if (file_size < sizeof eh || ::pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh))
+        return "is too short to be a shared library (" + std::to_string(file_size) + " bytes)";
+    if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return "is not an ELF file";
+#if __SIZEOF_POINTER__ == 8
+    constexpr unsigned char kClass = ELFCLASS64;
+#else
+    constexpr unsigned char kClass = ELFCLASS32;
+#endif
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    constexpr unsigned char kData = ELFDATA2LSB;
+#else
+    constexpr unsigned char kData = ELFDATA2MSB;
+#endif
+    if (eh.e_ident[EI_CLASS] != kClass || eh.e_ident[EI_DATA] != kData)
+        return "is an ELF file for another word size or byte order";
+    if (eh.e_type != ET_DYN)
+        return "is not a shared library (ELF type " + std::to_string(eh.e_type) + ")";
+    if (kHostMachine != EM_NONE && eh.e_machine != kHostMachine) {
+        return "is built for ELF machine " + std::to_string(eh.e_machine) + ", this host is " +
+               std::to_string(kHostMachine);
+    }
+    auto past_end = [&](uint64_t offset, uint64_t bytes) {
+        return offset > file_size || bytes > file_size - offset;
+    };
+    const std::string truncated =
+        "is truncated (" + std::to_string(file_size) + " bytes; half-copied?)";
+    if (eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 ||
+        past_end(eh.e_phoff, uint64_t{eh.e_phnum} * sizeof(ElfW(Phdr))))
+        return truncated;
+    if (eh.e_shnum != 0 && past_end(eh.e_shoff, uint64_t{eh.e_shnum} * eh.e_shentsize))
+        return truncated;
+    for (uint16_t i = 0; i < eh.e_phnum; ++i) {
+        ElfW(Phdr) ph{};
+        const off_t at = static_cast<off_t>(eh.e_phoff + uint64_t{i} * sizeof ph);
+        if (::pread(fd, &ph, sizeof ph, at) != static_cast<ssize_t>(sizeof ph)) return truncated;
+        if (ph.p_type == PT_LOAD && past_end(ph.p_offset, ph.p_filesz)) return truncated;
+    }
+    return {};
+}
+
+// Android's system user and group (AID_SYSTEM) own /data and an app's
+// native library folders; they are as trusted as root there.
+bool is_android_system(unsigned id) {
+#ifdef __ANDROID__
+    return id == 1000;
+#else
+    (void)id;
+    return false;
+#endif
+}
+
+// "" when `st` belongs to us or root; else the refusal.
+std::string owned_by_others(const struct stat& st, const fs::path& path, const char* what) {
+    if (st.st_uid == 0 || st.st_uid == geteuid() || is_android_system(st.st_uid)) return {};
+    return std::string(what) + " " + path.string() + " is owned by uid " +
+           std::to_string(st.st_uid) +
+           ", neither you nor root, so its owner could replace the plugin: refused; chown it";
+}
+
+// The folders above the plugin folder: others may write them only where
+// the sticky bit stops them renaming what they do not own.
+std::string unsafe_ancestor(const fs::path& folder) {
+    for (fs::path p = folder.parent_path(); !p.empty(); p = p.parent_path()) {
+        struct stat st {};
+        if (::stat(p.c_str(), &st) != 0) {
+            return "plugin folder " + folder.string() + ": cannot check " + p.string() + ": " +
+                   std::strerror(errno) + ": refused";
+        }
+        if (std::string why = owned_by_others(st, p, "folder"); !why.empty()) return why;
+        if (!(st.st_mode & S_ISVTX)) {
+            const std::string mode = " (mode " + octal_mode(st.st_mode) + ")";
+            if (st.st_mode & S_IWOTH) {
+                return "folder " + p.string() + " above the plugins is world-writable" + mode +
+                       ", so any user could replace them: refused; chmod o-w " + p.string();
+            }
+            if ((st.st_mode & S_IWGRP) && st.st_gid != getegid() && !is_android_system(st.st_gid)) {
+                return "folder " + p.string() + " above the plugins is writable by group " +
+                       group_name(st.st_gid) + mode +
+                       ", so its members could replace them: refused; chmod g-w " + p.string();
+            }
+        }
+        if (p == p.root_path()) break;
+    }
+    return {};
+}
+
+const char* file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a folder";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+    return "not a regular file";
+}
+
 // "cpu" for libdwell-cpu.so: the name pins are keyed by.
 std::string plugin_name_of(const fs::path& file) {
     const std::string f = file.filename().string();
@@ -198,21 +314,38 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& path) {
     check_in_search_dirs(path, canonical);
 
     // Every check below is on the file as opened, which is what gets loaded.
-    OpenFile file(::open(canonical.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: opening a FIFO must not wait for a writer.
+    OpenFile file(::open(canonical.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     struct stat file_stat {};
     if (file.get() < 0 || ::fstat(file.get(), &file_stat) != 0) {
         throw Error(DWELL_ERR_UNAVAILABLE,
                     "plugin " + path.string() + " failed to load: " + std::strerror(errno));
     }
     if (!S_ISREG(file_stat.st_mode)) {
-        throw Error(DWELL_ERR_UNAVAILABLE,
-                    "plugin " + path.string() + " is not a regular file: refused");
+        throw Error(DWELL_ERR_UNAVAILABLE, "plugin " + path.string() + " is " +
+                                               file_kind(file_stat.st_mode) +
+                                               ", not a regular file: refused");
     }
-    std::string untrusted = writable_by_others(file_stat, canonical, "plugin");
+    std::string untrusted = owned_by_others(file_stat, canonical, "plugin");
+    if (untrusted.empty()) untrusted = writable_by_others(file_stat, canonical, "plugin");
     struct stat dir {};
-    if (untrusted.empty() && ::stat(canonical.parent_path().c_str(), &dir) == 0)
+    if (untrusted.empty()) {
+        if (::stat(canonical.parent_path().c_str(), &dir) != 0) {
+            untrusted = "plugin folder " + canonical.parent_path().string() +
+                        " cannot be checked: " + std::strerror(errno) + ": refused";
+        }
+    }
+    if (untrusted.empty())
+        untrusted = owned_by_others(dir, canonical.parent_path(), "plugin folder");
+    if (untrusted.empty())
         untrusted = writable_by_others(dir, canonical.parent_path(), "plugin folder");
+    if (untrusted.empty()) untrusted = unsafe_ancestor(canonical.parent_path());
     if (!untrusted.empty()) throw Error(DWELL_ERR_UNAVAILABLE, untrusted);
+    if (const std::string why =
+            not_a_complete_library(file.get(), static_cast<uint64_t>(file_stat.st_size));
+        !why.empty()) {
+        throw Error(DWELL_ERR_UNAVAILABLE, "plugin " + path.string() + " " + why + ": refused");
+    }
 
     fs::path load_from = canonical;
     const std::string name = plugin_name_of(path);
@@ -293,12 +426,20 @@ std::shared_ptr<LoadedPlugin> PluginLoader::find(std::string_view name,
             continue;
         }
         try {
-            return load_file(candidate);
+            auto plugin = load_file(candidate);
+            // Those refused before this one would otherwise go unmentioned.
+            for (const auto& f : failures)
+                if (f.reason != "not found") warn_refused(f);
+            return plugin;
         } catch (const Error& e) {
             failures.push_back({candidate, e.what()});
         }
     }
     return nullptr;
+}
+
+void PluginLoader::warn_refused(const PluginFailure& f) {
+    if (warned_.insert(f.path).second) spdlog::warn("{}", f.reason);
 }
 
 PluginLoader::Discovery PluginLoader::discover_all() {
@@ -320,6 +461,7 @@ PluginLoader::Discovery PluginLoader::discover_all() {
                 if (names.insert(p->name()).second) d.plugins.push_back(p);
             } catch (const Error& e) {
                 d.failures.push_back({f, e.what()});
+                warn_refused(d.failures.back());
             }
         }
     }

@@ -50,23 +50,6 @@ void throw_io(const std::filesystem::path& path, const std::string& what, int er
                 path.string() + ": " + what + ": " + std::generic_category().message(err));
 }
 
-MappedRegion map_file_readonly(const std::filesystem::path& path) {
-    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) throw_io(path, "cannot open", errno);
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) throw_io(path, "cannot stat", errno);
-    if (!S_ISREG(st.st_mode)) throw Error(DWELL_ERR_IO, path.string() + ": not a regular file");
-    if (st.st_size == 0) throw Error(DWELL_ERR_IO, path.string() + ": empty file (0 bytes)");
-    if (static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max()) {
-        throw Error(DWELL_ERR_IO, path.string() + ": file too large to map");
-    }
-    const auto size = static_cast<size_t>(st.st_size);
-    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (addr == MAP_FAILED) throw_io(path, "cannot map " + std::to_string(size) + " bytes", errno);
-    // The mapping stays valid after the descriptor is closed.
-    return MappedRegion(addr, size);
-}
-
 MappedRegion map_anonymous(const std::filesystem::path& path, const std::string& what,
                            uint64_t size) {
     if (size > std::numeric_limits<size_t>::max()) {

@@ -1,5 +1,5 @@
 // RAII for the POSIX file resources the model readers and writers use: a
-// file descriptor, a memory mapping (read-only file or anonymous), and the
+// file descriptor, an anonymous memory mapping, and the
 // one-line I/O error that names the file.
 //
 // Thread-safety: plain owning values; one owner each.
@@ -23,6 +23,7 @@ public:
     ~FileDescriptor() { reset(); }
 
     int get() const { return fd_; }
+    int release() { return std::exchange(fd_, -1); }
     // Closes now and returns close()'s result, which may carry the error of
     // a buffered write.
     int close();
@@ -55,9 +56,8 @@ private:
 // "<path>: <what>: <strerror(err)>" as dwell::Error(DWELL_ERR_IO).
 [[noreturn]] void throw_io(const std::filesystem::path& path, const std::string& what, int err);
 
-// The whole of a non-empty regular file, mapped read-only. Throws
-// DWELL_ERR_IO naming the file (missing, not a regular file, empty, ...).
-MappedRegion map_file_readonly(const std::filesystem::path& path);
+// Read-only file mappings, guarded against the file changing: MappedFile
+// (dwell/core/mapped_file.hpp).
 
 // Zero-filled anonymous memory (pages committed only when touched); an
 // impossible size fails with DWELL_ERR_OUT_OF_MEMORY naming `path` and `what`.

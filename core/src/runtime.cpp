@@ -337,8 +337,8 @@ std::vector<std::shared_ptr<LoadedPlugin>> Runtime::model_plugins_for(
             served += (served.empty() ? "" : ", ") + std::string(a ? a : "?");
         }
     }
+    // Refused files were warned about by the loader.
     if (!serving.empty()) return serving;
-    for (const auto& f : found.failures) spdlog::warn("{}", f.reason);
     std::string dirs;
     for (const auto& d : loader_->search_dirs()) dirs += (dirs.empty() ? "" : ", ") + d.string();
     throw Error(DWELL_ERR_UNSUPPORTED,

@@ -326,6 +326,10 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
     const int32_t n_tokens = static_cast<int32_t>(tokens.size());
     const int32_t n_out = all_logits ? n_tokens : 1;
 
+    // A model file truncated or rewritten under its mapping fails the step
+    // in one line, before and after it runs, instead of killing the process
+    // (mapped_file.hpp).
+    model_->check_file();
     kv_.prepare_write(n_past_, n_past_ + n_tokens);
 
     Graph graph;
@@ -377,6 +381,7 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
     }
 
     scheduler_.run(graph, placement, model_->streamer());
+    model_->check_file();
 
     const dwell_tensor& out = graph.slots[graph.output].tensor;
     const int64_t n_vocab = model_->info().n_vocab;

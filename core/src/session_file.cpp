@@ -11,8 +11,10 @@
 #include <cstring>
 #include <fstream>
 #include <system_error>
+#include <vector>
 
 #include "dwell/core/error.hpp"
+#include "dwell/core/output_file.hpp"
 
 namespace dwell {
 
@@ -80,29 +82,26 @@ bool expected_file_bytes(const SessionFileHeader& h, int64_t n_layer, uint64_t* 
 // Writer
 
 struct SessionFileWriter::Impl {
-    std::filesystem::path path;
-    std::filesystem::path partial;
-    std::ofstream out;
+    // Sessions hold what the user typed and the model answered: 0600.
+    explicit Impl(const std::filesystem::path& p) : out(p, 0600) {}
+    OutputFile out;
+    // KV rows arrive a few hundred bytes at a time; written in large blocks.
+    std::vector<uint8_t> buffer;
     std::unique_ptr<XXH3_state_t, XxhFree> hash;
     bool finished = false;
 
-    [[noreturn]] void fail() const {
-        throw Error(DWELL_ERR_IO, path.string() + ": cannot write the session: " +
-                                      std::strerror(errno) + " (check the folder and free space)");
+    void flush() {
+        out.write(buffer.data(), buffer.size());
+        buffer.clear();
     }
 };
 
 SessionFileWriter::SessionFileWriter(const std::filesystem::path& path,
                                      const SessionFileModel& model, const SessionFileHeader& header)
-    : impl_(std::make_unique<Impl>()) {
-    impl_->path = path;
-    // Written beside the target and renamed, so a failed save never leaves
-    // a half-written session under the real name.
-    impl_->partial = path;
-    impl_->partial += ".partial";
+    : impl_(std::make_unique<Impl>(path)) {
+    // Written to a temporary beside the target and renamed (OutputFile), so
+    // a failed save never leaves a half-written session under the real name.
     impl_->hash = new_hash(path);
-    impl_->out.open(impl_->partial, std::ios::binary | std::ios::trunc);
-    if (!impl_->out) impl_->fail();
     std::array<uint8_t, kHeaderBytes> bytes{};
     uint8_t* p = bytes.data();
     std::memcpy(p, kMagic, sizeof kMagic);
@@ -122,27 +121,23 @@ SessionFileWriter::SessionFileWriter(const std::filesystem::path& path,
     write(bytes.data(), bytes.size());
 }
 
-SessionFileWriter::~SessionFileWriter() {
-    if (impl_->finished) return;
-    impl_->out.close();
-    std::error_code ec;
-    std::filesystem::remove(impl_->partial, ec);
-}
+SessionFileWriter::~SessionFileWriter() = default;
 
 void SessionFileWriter::write(const void* data, size_t bytes) {
+    constexpr size_t kBlock = size_t{1} << 20;
     XXH3_64bits_update(impl_->hash.get(), data, bytes);
-    impl_->out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-    if (!impl_->out) impl_->fail();
+    const auto* p = static_cast<const uint8_t*>(data);
+    impl_->buffer.insert(impl_->buffer.end(), p, p + bytes);
+    if (impl_->buffer.size() >= kBlock) impl_->flush();
 }
 
 void SessionFileWriter::finish() {
     std::array<uint8_t, kChecksumBytes> bytes{};
     uint8_t* p = bytes.data();
     put_le<uint64_t>(p, XXH3_64bits_digest(impl_->hash.get()));
-    impl_->out.write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    impl_->out.close();
-    if (!impl_->out) impl_->fail();
-    std::filesystem::rename(impl_->partial, impl_->path);
+    impl_->buffer.insert(impl_->buffer.end(), bytes.begin(), bytes.end());
+    impl_->flush();
+    impl_->out.commit();
     impl_->finished = true;
 }
 

@@ -11,13 +11,16 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
 #include "cli_common.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/model.hpp"
+#include "dwell/core/output_file.hpp"
 #include "dwell/core/progress_bar.hpp"
 #include "dwell/core/session.hpp"
 #include "dwell/core/thermal_plant.hpp"
@@ -206,10 +209,11 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                                          ThermalSimPolicy::dwell};
     const char* colors[] = {"#d62728", "#ff7f0e", "#1f77b4"};
     // Files only when asked: a run for the summary leaves nothing behind.
-    std::ofstream csv;
+    std::optional<OutputFile> csv_file;
+    std::ostringstream csv;
     if (!csv_path.empty()) {
-        csv.open(csv_path);
-        if (!csv) throw std::runtime_error(csv_path + ": cannot be written");
+        // Refused before the simulation when the path cannot take the file.
+        csv_file.emplace(csv_path);
         csv << "policy,t_s,temp_c,tok_s,duty,thread_share,freq_capped,offloaded,tokens_total\n";
     }
     SvgPanel temp_panel{"Hottest device temperature", "time (s)", "temperature (C)", {}};
@@ -228,7 +232,7 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                           x.t_s, x.temp_c, x.tok_s, x.actions.duty, x.actions.thread_share,
                           x.actions.freq_capped ? 1 : 0, x.actions.offloaded ? 1 : 0,
                           x.tokens_total);
-            if (csv.is_open()) csv << row;
+            if (csv_file) csv << row;
             temp.x.push_back(x.t_s);
             temp.y.push_back(x.temp_c);
             tok.x.push_back(x.t_s);
@@ -250,7 +254,10 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                      s.max_temp_c, s.seconds_above_limit, s.tail_mean_abs_error_c, s.tail_swing_c,
                      s.tokens, s.mean_tok_s);
     }
-    if (csv.is_open() && !csv.flush()) throw std::runtime_error(csv_path + ": write failed");
+    if (csv_file) {
+        csv_file->write(csv.str());
+        csv_file->commit();
+    }
     // The target and the limit, dashed, across the temperature panel.
     for (const auto& [label, value, color] : {std::tuple{"target", config.target_c, "#2ca02c"},
                                               std::tuple{"limit", config.limit_c, "#7f7f7f"}}) {
@@ -265,12 +272,7 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                   "dwell thermal governor, simulated phone: %.0f min of generation, target %.0f C, "
                   "limit %.0f C",
                   minutes, config.target_c, config.limit_c);
-    if (!svg_path.empty()) {
-        std::ofstream svg(svg_path);
-        if (!svg || !(svg << render_svg(title, {temp_panel, tok_panel})) || !svg.flush()) {
-            throw std::runtime_error(svg_path + ": cannot be written");
-        }
-    }
+    if (!svg_path.empty()) write_output_file(svg_path, render_svg(title, {temp_panel, tok_panel}));
     summary["target_c"] = config.target_c;
     summary["limit_c"] = config.limit_c;
     summary["minutes"] = minutes;

@@ -20,8 +20,10 @@
 #include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/model.hpp"
+#include "dwell/core/output_file.hpp"
 #include "dwell/core/session.hpp"
 #include "dwell/core/text_generation.hpp"
+#include "dwell/core/text_file.hpp"
 #include "dwell/core/tokenizer.hpp"
 
 namespace dwell::cli {
@@ -163,9 +165,7 @@ public:
             // A session file of an older dwell: its conversation is the
             // .chat.json beside it, read as before.
             source = path + ".chat.json";
-            std::ifstream in(source);
-            if (!in) throw Error(DWELL_ERR_IO, source + ": cannot open (saved with /save?)");
-            conversation.assign(std::istreambuf_iterator<char>(in), {});
+            conversation = read_text_file(source, "the conversation file");
         } else if (conversation.empty()) {
             throw Error(DWELL_ERR_INVALID_ARGUMENT,
                         path +

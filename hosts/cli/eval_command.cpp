@@ -9,6 +9,7 @@
 #include "cli_common.hpp"
 #include "dwell/core/error.hpp"
 #include "dwell/core/model.hpp"
+#include "dwell/core/output_file.hpp"
 #include "dwell/core/session.hpp"
 
 namespace dwell::cli {
@@ -73,10 +74,9 @@ int eval_command(const std::vector<std::string>& args) {
     Session session(runtime, model, so);
     const auto logits = session.decode(ids, /*all_logits=*/true);
 
-    std::ofstream out(logits_path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(logits.data()),
-              static_cast<std::streamsize>(logits.size_bytes()));
-    if (!out) throw Error(DWELL_ERR_IO, logits_path + ": cannot write the logits file");
+    OutputFile out(logits_path);
+    out.write(logits.data(), logits.size_bytes());
+    out.commit();
     std::cerr << "wrote " << ids.size() << " x " << model->info().n_vocab << " logits to "
               << logits_path << "\n";
     return 0;

@@ -4,8 +4,11 @@
 // manifest_fuzzer: a [device.match] value with a line break came back in
 // `dwell devices --detect`'s explanation).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -55,6 +58,30 @@ TEST(ManifestLimits, LargeFileIsRefused) {
 TEST(ManifestLimits, EndlessDeviceIsRefused) {
     if (!fs::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
     expect_too_large([] { dwell::Manifest::load("/dev/zero"); }, "/dev/zero");
+}
+
+// A FIFO would block a plain open until a writer came; loaded in a child
+// with an alarm, so a regression fails instead of hanging the suite.
+TEST(ManifestLimits, AFifoIsRefusedInOneLineWithoutWaiting) {
+    const fs::path p =
+        fs::temp_directory_path() / ("dwell_manifest_fifo_" + std::to_string(::getpid()) + ".toml");
+    fs::remove(p);
+    ASSERT_EQ(::mkfifo(p.c_str(), 0644), 0);
+    EXPECT_EXIT(
+        {
+            ::alarm(10);
+            try {
+                dwell::Manifest::load(p);
+            } catch (const dwell::Error& e) {
+                const std::string what = e.what();
+                std::fprintf(stderr, "%s\n", what.c_str());
+                std::_Exit(what.find('\n') == std::string::npos ? 0 : 2);
+            }
+            std::_Exit(1);
+        },
+        ::testing::ExitedWithCode(0),
+        "dwell_manifest_fifo_[0-9]+.toml: is a FIFO, not a manifest file: refused");
+    fs::remove(p);
 }
 
 void expect_refused(const std::string& text, const std::string& message) {

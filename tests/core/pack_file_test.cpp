@@ -74,6 +74,13 @@ size_t entry_fields(const std::vector<uint8_t>& b, size_t index) {
     }
 }
 
+// Whether `dir` holds a writer's temporary (output_file.hpp) of any target.
+bool holds_temporary(const fs::path& dir) {
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().filename().string().find(".dwell-tmp.") != std::string::npos) return true;
+    return false;
+}
+
 std::vector<uint8_t> pattern_bytes(size_t n, uint32_t seed, bool compressible) {
     std::vector<uint8_t> v(n);
     std::mt19937 rng(seed);
@@ -242,7 +249,7 @@ TEST_F(PackFileTest, RoundTripRaw) {
     const auto tensors = sample_tensors(false);
     const std::string tok("tokenizer\0bytes\xff", 16);
     const fs::path p = write_pack("raw.dwell", {}, tensors, tok);
-    EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
+    EXPECT_FALSE(holds_temporary(p.parent_path()));
     auto src = open_pack_source(p);
     EXPECT_EQ(src->format(), "dwell pack");
     EXPECT_EQ(src->path(), p);
@@ -356,13 +363,18 @@ TEST_F(PackFileTest, EmptyPackAndNoTokenizer) {
 
 TEST_F(PackFileTest, UnfinishedWriterRemovesItsTempFile) {
     const fs::path p = dir_ / "unfinished.dwell";
+    fs::path temp;
     {
         PackWriter w(p, {});
         const auto t = sample_tensors(false);
         w.add_tensor(t[0].name, t[0].dtype, t[0].ne, t[0].data);
-        EXPECT_TRUE(fs::exists(p.string() + ".tmp"));
+        EXPECT_TRUE(fs::exists(w.temporary()));
+        EXPECT_EQ(w.temporary().parent_path(), p.parent_path());
+        EXPECT_EQ(w.temporary().filename().string().rfind(".unfinished.dwell.dwell-tmp.", 0), 0u)
+            << w.temporary();
+        temp = w.temporary();
     }
-    EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
+    EXPECT_FALSE(fs::exists(temp));
     EXPECT_FALSE(fs::exists(p));
 }
 

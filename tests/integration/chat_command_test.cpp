@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -281,6 +282,19 @@ TEST_F(Chat, CtrlCStopsTheReplyNotTheProgram) {
     EXPECT_EQ(WEXITSTATUS(status), 0);
     EXPECT_NE(out.find(" [stopped]"), std::string::npos) << out;
     EXPECT_NE(out.find("context "), std::string::npos) << out;  // it went on to /stats
+}
+
+TEST_F(Chat, ASavedConversationIsReadableByItsOwnerOnly) {
+    const auto file = (dir_.path() / "private").string();
+    const auto r = run_dwell(args(4), "Tell me a story\n/save " + file + "\n/quit\n");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // One file holds the session and the conversation.
+    struct stat st {};
+    ASSERT_EQ(::stat(file.c_str(), &st), 0) << file;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << file;
+    EXPECT_FALSE(std::filesystem::exists(file + ".chat.json"));
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path()))
+        EXPECT_EQ(e.path().filename().string().find(".dwell-tmp."), std::string::npos) << e.path();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "dwell/core/convert.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <fstream>
@@ -99,6 +100,27 @@ TEST(Convert, CliPrintsTheTableAndAverage) {
     const auto bad = run_dwell({"convert", gguf.string(), "-o", out.string(), "--quant", "q3"});
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_NE(bad.err.find("q3"), std::string::npos) << bad.err;
+}
+
+TEST(Convert, AnOutputThatIsNotARegularFileIsRefusedAndLeftAlone) {
+    DWELL_REQUIRE_MODEL(gguf, "stories260K.gguf");
+    TempDir dir;
+    // A FIFO and a link to one stand in for /dev/null, which root's
+    // convert used to replace with the pack.
+    const fs::path fifo = dir.path() / "null";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
+    const fs::path link = dir.path() / "link.dwell";
+    fs::create_symlink(fifo, link);
+    for (const fs::path& out : {fifo, link}) {
+        const auto r = run_dwell({"convert", gguf.string(), "-o", out.string()});
+        EXPECT_NE(r.exit_code, 0) << r.out;
+        EXPECT_NE(r.err.find(out.string() + ": exists and is "), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("not a regular file: refused"), std::string::npos) << r.err;
+    }
+    EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));
+    EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
+    for (const auto& e : fs::directory_iterator(dir.path()))
+        EXPECT_EQ(e.path().filename().string().find(".dwell-tmp."), std::string::npos) << e.path();
 }
 
 TEST(Convert, DamagedPackFailsNamingTheTensor) {

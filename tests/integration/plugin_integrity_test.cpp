@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <link.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <array>
@@ -13,6 +14,7 @@
 
 #include "dwell/core/error.hpp"
 #include "integration_support.hpp"
+#include "log_capture.hpp"
 
 namespace dwell::test {
 namespace {
@@ -210,6 +212,139 @@ TEST_F(PluginIntegrity, OnlyFilesInThePluginFoldersAreLoaded) {
                        ") is not in a plugin folder"),
               std::string::npos)
         << why;
+}
+
+// How many lines of `log` hold `needle`.
+size_t lines_with(const std::string& log, const std::string& needle) {
+    size_t n = 0, at = 0;
+    while ((at = log.find(needle, at)) != std::string::npos) {
+        ++n;
+        at += needle.size();
+    }
+    return n;
+}
+
+// Broken files named like plugins beside a good one: each is skipped with
+// one warning line saying what it is, never a SIGBUS (a half-copied
+// library mapped by dlopen) or a hang (a FIFO opened for reading). Run in a
+// re-executed child with an alarm, so either regression fails the test.
+[[noreturn]] void discover_beside_broken_files(const fs::path& folder, const RuntimeOptions& o) {
+    ::alarm(20);
+    const std::string good = read_file(folder / "libdwell-partial.so");
+    std::ofstream(folder / "libdwell-half.so", std::ios::binary) << good.substr(0, good.size() / 2);
+    std::ofstream(folder / "libdwell-text.so")
+        << "not a library, " << std::string(100, 'x') << "\n";
+    std::ofstream(folder / "libdwell-empty.so");
+    ::mkfifo((folder / "libdwell-fifo.so").c_str(), 0644);
+    fs::create_directory(folder / "libdwell-dir.so");
+    for (const char* f : {"libdwell-half.so", "libdwell-text.so", "libdwell-empty.so"})
+        fs::permissions(folder / f, fs::perms(0755));
+    LogCapture log;
+    Runtime runtime(o);
+    const auto first = runtime.loader().discover_all();
+    const auto again = runtime.loader().discover_all();  // warned once, not twice
+    int bad = 0;
+    auto expect = [&](const std::string& file, const std::string& reason) {
+        const std::string where = (folder / file).string();
+        bool found = false;
+        for (const auto& f : first.failures) {
+            if (f.path.filename() != file) continue;
+            found = true;
+            std::fprintf(stderr, "%s\n", f.reason.c_str());
+            if (f.reason.find(reason) == std::string::npos || !one_line(f.reason)) ++bad;
+        }
+        const size_t warnings = lines_with(log.text(), "[warning] plugin " + where + " ");
+        if (!found || warnings != 1) {
+            std::fprintf(stderr, "%s: found %d, %zu warning lines\n", file.c_str(), found ? 1 : 0,
+                         warnings);
+            ++bad;
+        }
+    };
+    expect("libdwell-half.so", "is truncated (");
+    expect("libdwell-text.so", "is not an ELF file: refused");
+    expect("libdwell-empty.so", "is too short to be a shared library (0 bytes)");
+    expect("libdwell-fifo.so", "is a FIFO, not a regular file: refused");
+    expect("libdwell-dir.so", "is a folder, not a regular file: refused");
+    bool partial_loaded = false;
+    for (const auto& p : first.plugins) partial_loaded |= p->name() == "partial";
+    if (!partial_loaded || first.failures.size() != 5 || again.failures.size() != 5) ++bad;
+    std::fprintf(stderr, "%s\n", bad == 0 ? "all skipped" : "WRONG");
+    std::fflush(stderr);
+    std::_Exit(bad == 0 ? 0 : 1);
+}
+
+TEST_F(PluginIntegrity, BrokenFilesNamedLikePluginsAreSkippedWithOneWarningEach) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(discover_beside_broken_files(folder_, options()), ::testing::ExitedWithCode(0),
+                "all skipped");
+}
+
+TEST_F(PluginIntegrity, ARefusedPluginBeforeAGoodOneIsAWarning) {
+    const fs::path shadow = dir_.path() / "shadow";
+    fs::create_directories(shadow);
+    fs::permissions(shadow, fs::perms(0755));
+    fs::copy_file(plugin_, shadow / "libdwell-partial.so");
+    fs::permissions(shadow / "libdwell-partial.so", fs::perms(0666));
+    RuntimeOptions o;
+    o.manifest = dir_.write("shadow.toml", "[plugins]\nsearch_paths = [\"" + shadow.string() +
+                                               "\", \"" + folder_.string() +
+                                               "\"]\n\n[[backend]]\nplugin = \"partial\"\n");
+    LogCapture log;
+    Runtime runtime(o);
+    ASSERT_EQ(runtime.backends().size(), 1u);
+    EXPECT_EQ(runtime.backend_choices()[0].path, fs::canonical(plugin_));
+    const std::string text = log.text();
+    EXPECT_EQ(lines_with(text, "[warning] plugin " + (shadow / "libdwell-partial.so").string() +
+                                   " is world-writable (mode 0666)"),
+              1u)
+        << text;
+}
+
+TEST_F(PluginIntegrity, EveryFolderAboveThePluginIsCheckedAsStrictModesDoes) {
+    const fs::path above = dir_.path();
+    const auto restore = fs::status(above).permissions();
+    {
+        fs::permissions(above, fs::perms(0777));
+        Runtime runtime(options());
+        const std::string why = load_error(runtime, plugin_);
+        EXPECT_NE(why.find("folder " + above.string() +
+                           " above the plugins is world-writable (mode 0777)"),
+                  std::string::npos)
+            << why;
+        EXPECT_NE(why.find("chmod o-w " + above.string()), std::string::npos) << why;
+        // With the sticky bit (as /tmp has) others cannot rename what is ours.
+        fs::permissions(above, fs::perms(01777));
+        EXPECT_EQ(load_error(runtime, plugin_), "");
+    }
+    fs::permissions(above, restore);
+    if (::geteuid() != 0) GTEST_SKIP() << "giving files to another user needs root";
+    const uid_t other = 4242;
+    auto refused_when_owned_by_other = [&](const fs::path& p, const std::string& what) {
+        ASSERT_EQ(::lchown(p.c_str(), other, static_cast<gid_t>(-1)), 0) << p;
+        Runtime runtime(options());
+        const std::string why = load_error(runtime, plugin_);
+        EXPECT_NE(why.find(what + " " + p.string() + " is owned by uid 4242, neither you nor root"),
+                  std::string::npos)
+            << why;
+        ASSERT_EQ(::lchown(p.c_str(), ::geteuid(), static_cast<gid_t>(-1)), 0) << p;
+    };
+    refused_when_owned_by_other(plugin_, "plugin");
+    refused_when_owned_by_other(folder_, "plugin folder");
+    refused_when_owned_by_other(above, "folder");
+    // Group-writable above, by a group that is not ours.
+    ASSERT_EQ(::chown(above.c_str(), static_cast<uid_t>(-1), 4242), 0);
+    fs::permissions(above, fs::perms(0775));
+    {
+        Runtime runtime(options());
+        const std::string why = load_error(runtime, plugin_);
+        EXPECT_NE(why.find("folder " + above.string() +
+                           " above the plugins is writable by group 4242 (mode 0775)"),
+                  std::string::npos)
+            << why;
+    }
+    fs::permissions(above, restore);
+    Runtime runtime(options());
+    EXPECT_EQ(load_error(runtime, plugin_), "");
 }
 
 }  // namespace

@@ -107,6 +107,11 @@ public:
     const std::vector<TensorInfo>& tensors() const;
     const TensorInfo* find_tensor(std::string_view name) const;
 
+    // "" while the mapped bytes can be trusted; otherwise one line naming the
+    // file (MappedFile::problem, mapped_file.hpp). Bytes held in memory
+    // (from_bytes) always can.
+    std::string mapping_problem(bool check_file) const;
+
 private:
     struct Impl;
     explicit GgufFile(std::unique_ptr<Impl> impl);

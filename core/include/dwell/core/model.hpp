@@ -54,6 +54,11 @@ public:
     WeightStreamer* streamer() const { return streamer_.get(); }
     // Runs the plugin's build_graph; throws with the plugin's message.
     void build_graph(GraphBuilder& builder, const dwell_batch& batch) const;
+    // Throws DWELL_ERR_IO in one line naming the file when the file its
+    // weights are read from in place ([memory] weights = "mmap") changed on
+    // disk, or when a read of its mapping faulted (mapped_file.hpp). Called
+    // before and after every step; loaded weights do not depend on the file.
+    void check_file() const;
 
 private:
     Model(std::unique_ptr<ModelSource> source, std::shared_ptr<LoadedPlugin> plugin);
@@ -71,6 +76,7 @@ private:
     uint64_t mapped_weight_bytes_ = 0;
     uint64_t charged_bytes_ = 0;
     uint64_t id_ = 0;                 // weight bytes counted in the runtime's memory budget
+    bool weights_in_place_ = false;   // "mmap": backends read the file's mapping
     mutable std::mutex build_mutex_;  // the plugin's model object is single-threaded
     // The runtime it was loaded with, told on destruction that the weights
     // are gone (backends drop their copies); expired if the runtime went first.

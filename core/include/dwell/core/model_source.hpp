@@ -72,6 +72,11 @@ public:
         (void)names;
         (void)reserve;  // GGUF: every tensor is mapped in place already
     }
+
+    // "" while the bytes mapped from the file can be trusted; otherwise one
+    // line naming the file (mapped_file.hpp). `check_file`: the weights are
+    // read in place, so a file changed on disk is a problem too.
+    virtual std::string file_problem(bool check_file) const = 0;
 };
 
 // Opens a GGUF file or a dwell pack; throws dwell::Error naming the file.

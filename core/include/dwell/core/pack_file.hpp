@@ -77,8 +77,9 @@ public:
         uint64_t frame_bytes = uint64_t{256} * 1024;  // raw bytes per zstd frame
     };
 
-    // Creates `path` and streams tensor data into it as tensors are added,
-    // so converting a large model never holds it all in memory.
+    // Streams tensor data into a temporary beside `path` (output_file.hpp)
+    // as tensors are added, so converting a large model never holds it all
+    // in memory; finish() renames it to `path`.
     PackWriter(const std::filesystem::path& path, Options options);
     ~PackWriter();  // an unfinished pack is deleted
     PackWriter(const PackWriter&) = delete;
@@ -92,6 +93,8 @@ public:
                     std::span<const uint8_t> data);
     // Writes the directory and header; the file is complete after this.
     std::vector<PackTensorStorage> finish();
+    // The file being written until finish().
+    const std::filesystem::path& temporary() const;
 
 private:
     struct Impl;

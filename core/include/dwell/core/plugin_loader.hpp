@@ -9,11 +9,22 @@
 // Integrity, checked before any code of the file runs:
 // - only files whose real path (symbolic links resolved) lies directly in
 //   one of the search folders are loaded;
+// - only a regular file is opened for checking (O_NONBLOCK: a FIFO never
+//   blocks the host), and it must be a complete shared object for this
+//   machine: ELF magic, class, byte order and machine of this build, and
+//   every loadable segment and the section table inside the file, so a
+//   half-copied library is refused instead of faulting (SIGBUS) when it
+//   is mapped;
 // - a folder or file that another user could write is refused, naming the
 //   chmod that fixes it: world-writable always (a sticky bit does not stop
 //   anyone adding a file), group-writable unless the group is our own
 //   effective group (the user-private-group setup of umask 002), since
 //   every member of a shared group could swap the plugin;
+// - as OpenSSH's StrictModes does, the plugin, its folder and every folder
+//   above it must be owned by us or root (on Android also the system user,
+//   which owns an app's library folders), and no folder above may be
+//   writable by others without the sticky bit (which keeps others from
+//   renaming what they do not own, as in /tmp);
 // - a plugin pinned in the manifest ([plugins] sha256, by plugin name, i.e.
 //   "cpu" for libdwell-cpu.so) is hashed from an open descriptor and loaded
 //   through that same descriptor (/proc/self/fd/N, kept open while the
@@ -31,6 +42,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,9 +100,11 @@ public:
 
     // The plugin called `name` from the first folder that has it; nullptr if
     // none, with every path tried and why it failed appended to `failures`.
+    // A file refused before the one that loads is logged as a warning.
     std::shared_ptr<LoadedPlugin> find(std::string_view name, std::vector<PluginFailure>& failures);
 
-    // Every libdwell-*.so in the search folders, loaded (first of a name wins).
+    // Every libdwell-*.so in the search folders, loaded (first of a name
+    // wins); each file refused is also logged as one warning.
     struct Discovery {
         std::vector<std::shared_ptr<LoadedPlugin>> plugins;
         std::vector<PluginFailure> failures;
@@ -108,6 +122,10 @@ private:
     const dwell_host_services* host_;
     std::map<std::string, std::string> pins_;
     std::map<std::filesystem::path, std::shared_ptr<LoadedPlugin>> loaded_;  // by canonical path
+    // Refused files already warned about: one warning per file, however
+    // often a folder is searched.
+    std::set<std::filesystem::path> warned_;
+    void warn_refused(const PluginFailure& f);
 };
 
 }  // namespace dwell

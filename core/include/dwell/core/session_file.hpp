@@ -66,8 +66,10 @@ inline constexpr int32_t kSessionMaxContext = int32_t{1} << 24;
 
 class SessionFileWriter {
 public:
-    // Writes into `path` + ".partial", renamed to `path` by finish(); an
-    // unfinished file is removed. Throws naming the file on I/O errors.
+    // Writes a 0600 temporary beside `path` (output_file.hpp), renamed to
+    // `path` by finish(); an unfinished file is removed. Throws naming the
+    // file on I/O errors, a `path` that is not a regular file, or another
+    // writer that replaced `path` first.
     SessionFileWriter(const std::filesystem::path& path, const SessionFileModel& model,
                       const SessionFileHeader& header);
     ~SessionFileWriter();
