@@ -7,6 +7,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:?usage: ctest_with_skip_report.sh BUILD [CTEST ARGS...]}
 shift
+build=$(cd "$build" && pwd)  # ctest reads a relative --output-junit from the build folder
 junit=$build/ctest-junit.xml
 strict=()
 [ "${CI:-}" = true ] && strict=(--strict)
@@ -15,5 +16,8 @@ rc=0
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --output-junit "$junit" "$@" || rc=$?
 if [ -f "$junit" ]; then
   "$root/scripts/skip_report.sh" "${strict[@]}" "$junit" || [ $rc -ne 0 ] || rc=1
+else
+  echo "ctest_with_skip_report.sh: ctest wrote no $junit: no skip report" >&2
+  [ $rc -ne 0 ] || rc=1
 fi
 exit $rc

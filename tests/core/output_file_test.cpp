@@ -138,7 +138,7 @@ TEST_F(OutputFileTest, SessionFilesAreOwnerOnlyWhateverTheUmask) {
     const mode_t old = ::umask(022);
     const fs::path p = dir_ / "s.dwses";
     {
-        SessionFileWriter w(p, SessionFileModel{1, 4, 10, 100, "m.gguf"},
+        SessionFileWriter w(p, SessionFileModel{1, 4, 10, 100, 0, "m.gguf"},
                             SessionFileHeader{DWELL_F16, 16, 0, 0, 0});
         w.finish();
     }
