@@ -77,11 +77,13 @@ public:
     void send_nowait(std::string_view bytes) {
         (void)!::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    // Everything until the server closes the connection or `limit` passes.
-    std::string read_until_closed(std::chrono::milliseconds limit, bool* closed = nullptr) {
+    // Everything until the server closes the connection, `limit` passes or
+    // `enough` bytes came.
+    std::string read_until_closed(std::chrono::milliseconds limit, bool* closed = nullptr,
+                                  size_t enough = SIZE_MAX) {
         std::string out;
         const auto end = Clock::now() + limit;
-        for (;;) {
+        while (out.size() < enough) {
             const auto left =
                 std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
             pollfd p{fd_, POLLIN, 0};
@@ -419,6 +421,42 @@ TEST_F(ServerTransport, ARequestTricklingPastItsDeadlineIsCut) {
         EXPECT_EQ(parse_reply(got).status, 408) << got;
     }
     EXPECT_EQ(health().first, 200);
+}
+
+TEST_F(ServerTransport, KeepAlivePipeliningAndExpectContinueStillWork) {
+    start();
+    if (IsSkipped()) return;
+    // Two requests in one write, answered in order on the same connection.
+    Raw c(port_);
+    ASSERT_TRUE(c.connected());
+    const std::string body = R"({"prompt": "Once", "max_tokens": 1})";
+    c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + post_request("/v1/completions", body));
+    const std::string both = c.read_until_closed(20s);
+    const size_t second = both.find("HTTP/1.1 ", 1);
+    ASSERT_NE(second, std::string::npos) << both;
+    EXPECT_EQ(parse_reply(both.substr(0, second)).status, 200);
+    const Reply completion = parse_reply(both.substr(second));
+    EXPECT_EQ(completion.status, 200) << completion.body;
+    EXPECT_TRUE(is_json(completion.body)) << completion.body;
+    // A client that waits for 100 Continue gets it, then its reply.
+    Raw e(port_);
+    e.send(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        "Expect: 100-continue\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n");
+    const std::string expected = "HTTP/1.1 100 Continue\r\n\r\n";
+    EXPECT_EQ(e.read_until_closed(10s, nullptr, expected.size()), expected);
+    e.send(body);
+    const Reply r = parse_reply(e.read_until_closed(20s));
+    EXPECT_EQ(r.status, 200) << r.body;
+    // httplib's own client, keep-alive: many requests, one connection.
+    httplib::Client client("127.0.0.1", port_);
+    client.set_keep_alive(true);
+    for (int i = 0; i < 20; ++i) {
+        const auto res = client.Get("/v1/models");
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, 200);
+    }
 }
 
 }  // namespace
