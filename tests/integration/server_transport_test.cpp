@@ -60,10 +60,10 @@ public:
 
     bool connected() const { return connected_; }
     bool bound() const { return bound_; }
-    // The server has answered or closed the connection.
-    bool readable() const {
+    // The server has answered or closed the connection (within `wait`).
+    bool readable(std::chrono::milliseconds wait = 0ms) const {
         pollfd p{fd_, POLLIN, 0};
-        return ::poll(&p, 1, 0) > 0;
+        return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
     }
     // False once the server has closed the connection.
     bool send(std::string_view bytes) {
@@ -286,10 +286,7 @@ TEST_F(ServerTransport, TheBodyLimitHoldsForChunkedBodies) {
     endless.send(head);
     const std::string chunk = "1000\r\n" + std::string(4096, 'a') + "\r\n";
     int sent = 0;
-    while (sent < 256 && !endless.readable() && endless.send(chunk)) {
-        ++sent;
-        if (sent > 2) std::this_thread::sleep_for(2ms);  // room for the reply to come
-    }
+    while (sent < 256 && !endless.readable(sent > 1 ? 50ms : 0ms) && endless.send(chunk)) ++sent;
     const Reply r = parse_reply(endless.read_until_closed(10s));
     EXPECT_EQ(r.status, 413);
     EXPECT_LT(sent, 64) << "the server read on past the limit";
