@@ -310,6 +310,9 @@ TEST_F(ServerTransport, HealthAnswersWhileAHundredSocketsTrickle) {
             std::make_unique<Raw>(port_, "127.0.0." + std::to_string(2 + i % 200), /*wait=*/false));
         bound += slow.back()->bound();
     }
+    // From one address the per-peer cap (64) would refuse the rest, and
+    // /health from 127.0.0.1 with them.
+    if (bound < 100) GTEST_SKIP() << "cannot bind 127.0.0.2..101 on this machine";
     const std::string head =
         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         "X-Padding: ";
