@@ -2,15 +2,19 @@
 # Loopback load on `dwell serve`: C clients x R requests (default 16 x 20)
 # after a warm-up round, then one JSON line: successes, explicit 503s, any
 # other outcome (must be 0), p50/p95 latency, and the server's RSS after the
-# warm-up and after the run (the run must not grow it by more than 5%).
+# warm-up and after the run (the run must not grow it by more than 5%) and
+# its peak (VmHWM). With --slow S, S sockets trickle request heads during
+# the run (distinct loopback peers) and /health is probed every 100 ms: no
+# probe may fail; with --hold H they go on for at least H seconds.
 #
 #   bench/serve_load.sh [--model FILE] [--clients C] [--requests R] [--parallel P]
-#                       [--max-queue Q] [--max-tokens N] [--build DIR]
+#                       [--max-queue Q] [--max-tokens N] [--slow S] [--hold H]
+#                       [--build DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build
 model=${DWELL_MODELS_DIR:-$root/../shared/models}/stories260K.gguf
-clients=16 requests=20 parallel=2 max_queue=8 max_tokens=32
+clients=16 requests=20 parallel=2 max_queue=8 max_tokens=32 slow=0 hold=0
 while [ $# -gt 0 ]; do
   case $1 in
     --model) model=$2; shift 2 ;;
@@ -19,6 +23,8 @@ while [ $# -gt 0 ]; do
     --parallel) parallel=$2; shift 2 ;;
     --max-queue) max_queue=$2; shift 2 ;;
     --max-tokens) max_tokens=$2; shift 2 ;;
+    --slow) slow=$2; shift 2 ;;
+    --hold) hold=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     *) echo "serve_load.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -29,6 +35,7 @@ done
 start_server "$build" "$model" --parallel "$parallel" --max-queue "$max_queue" --chat-template chatml
 pid=$server_pid port=$server_port
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
+peak_kb() { awk '/^VmHWM/ {print $2}' "/proc/$pid/status"; }
 
 # Warm-up: every client a few times, so sessions, pages, caches and the
 # allocator's per-thread arenas reach their size.
@@ -36,12 +43,13 @@ warm=$("$build/bin/dwell-serve-load" --port "$port" --clients "$clients" --reque
   --max-tokens "$max_tokens") || { echo "serve_load.sh: the warm-up failed: $warm" >&2; exit 1; }
 rss_warm=$(rss_kb)
 result=$("$build/bin/dwell-serve-load" --port "$port" --clients "$clients" --requests "$requests" \
-  --max-tokens "$max_tokens") || status=$?
+  --max-tokens "$max_tokens" --slow "$slow" --hold "$hold") || status=$?
 rss_after=$(rss_kb)
+rss_peak=$(peak_kb)
 health=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health" 2>/dev/null || echo 000)
 kill -0 $pid 2>/dev/null || { echo "serve_load.sh: the server died" >&2; exit 1; }
 growth=$(awk -v a="$rss_warm" -v b="$rss_after" 'BEGIN {printf "%.4f", b / a}')
-echo "${result%\}},\"parallel\":$parallel,\"max_queue\":$max_queue,\"rss_kb_after_warmup\":$rss_warm,\"rss_kb_after_run\":$rss_after,\"rss_ratio\":$growth,\"health_after\":$health}"
+echo "${result%\}},\"parallel\":$parallel,\"max_queue\":$max_queue,\"rss_kb_after_warmup\":$rss_warm,\"rss_kb_after_run\":$rss_after,\"rss_ratio\":$growth,\"rss_kb_peak\":$rss_peak,\"health_after\":$health}"
 # DWELL_SERVE_LOAD_RSS_CHECK=0 skips the RSS bound (sanitizer builds hold
 # freed memory in quarantine, so RSS means nothing there).
 [ "${status:-0}" -eq 0 ] && [ "$health" = 200 ] &&

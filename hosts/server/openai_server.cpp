@@ -16,6 +16,8 @@
 #include "dwell/core/session.hpp"
 #include "dwell/core/text_generation.hpp"
 #include "dwell/core/tokenizer.hpp"
+#include "http_front.hpp"
+#include "json_text.hpp"
 #include "openai_request.hpp"
 #include "server_metrics.hpp"
 
@@ -27,11 +29,39 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // Metric labels come from this fixed set, never from what a client sent.
-std::string known_route(const std::string& path) {
+std::string known_route(std::string_view path) {
+    path = path.substr(0, path.find('?'));
     for (const char* r :
          {"/v1/completions", "/v1/chat/completions", "/v1/models", "/metrics", "/health"})
         if (path == r) return r;
     return "other";
+}
+
+// httplib's request handling (routing, handlers, replies) without its
+// listener: HttpFront hands it whole requests (http_front.hpp).
+class HttpCore : public httplib::Server {
+public:
+    using httplib::Server::process_request;
+    // httplib stops writing replies while its listening socket is unset.
+    void serving(int listener) { svr_sock_ = listener; }
+};
+
+// httplib calls its error and exception handlers outside any try of its
+// own: an exception out of them would end the process. What they cannot
+// build becomes a plain 500.
+template <typename Handler>
+auto never_throws(Handler handler) {
+    return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                          auto&&... rest) {
+        try {
+            handler(req, res, std::forward<decltype(rest)>(rest)...);
+        } catch (...) {
+            res.status = 500;
+            res.set_content(
+                R"({"error":{"message":"internal error","type":"server_error","param":null,"code":null}})",
+                "application/json");
+        }
+    };
 }
 
 int64_t unix_seconds() {
@@ -42,7 +72,7 @@ int64_t unix_seconds() {
 
 void send_json(httplib::Response& res, int status, const json& body) {
     res.status = status;
-    res.set_content(body.dump(), "application/json");
+    res.set_content(json_text(body), "application/json");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message,
@@ -59,6 +89,21 @@ int status_of(const Error& e) {
         default:
             return 500;
     }
+}
+
+// Runs a reply's writer; false (httplib closes the connection) when it
+// throws, which must not reach httplib's writer loop.
+template <typename Write>
+bool guarded_write(const std::string& id, Write&& write) {
+    try {
+        write();
+        return true;
+    } catch (const std::exception& e) {
+        spdlog::error("{}: the reply failed: {}", id, e.what());
+    } catch (...) {
+        spdlog::error("{}: the reply failed", id);
+    }
+    return false;
 }
 
 // "data: {...}\n\n"
@@ -126,10 +171,21 @@ struct OpenAiServer::Impl {
             spdlog::warn("/v1/chat/completions unavailable: {}", chat_unavailable);
         }
         routes();
+        FrontOptions f;
+        f.limits.max_body_bytes = o.max_body_bytes;
+        f.request_deadline = std::chrono::seconds(std::max(1, o.request_read_seconds));
+        f.max_connections = std::max(1, o.max_connections);
+        f.max_connections_per_peer = std::max(1, o.max_connections_per_peer);
+        // Every admitted and every waiting request has a worker, and more
+        // answer /health, /metrics and refusals meanwhile.
+        f.workers = o.parallel + o.max_queue + 16;
+        front = std::make_unique<HttpFront>(f, request_handler(), refusal());
     }
 
     void routes();
     void completion(const httplib::Request& req, httplib::Response& res, bool chat_api);
+    HttpFront::Handler request_handler();
+    HttpFront::Refusal refusal();
     json final_body(const Job& job, const TextResult& r) const;
     void write_stream(Job& job, httplib::DataSink& sink);
     void write_whole(Job& job, httplib::DataSink& sink);
@@ -138,7 +194,8 @@ struct OpenAiServer::Impl {
     Runtime& runtime;
     std::shared_ptr<const Model> model;
     ServerOptions o;
-    httplib::Server http;
+    HttpCore http;
+    std::unique_ptr<HttpFront> front;
     Admission admission;
     ServerMetrics metrics;
     std::optional<ChatPrompt> chat;
@@ -148,18 +205,28 @@ struct OpenAiServer::Impl {
     int port = -1;
 };
 
-void OpenAiServer::Impl::routes() {
-    // httplib owns the queue it gets (and deletes it): sized so that every
-    // admitted and every waiting request has a thread, plus room for idle
-    // keep-alive connections and /health and /metrics.
-    const int threads = o.parallel + o.max_queue + 16;
-    http.new_task_queue = [threads] {
-        return new httplib::ThreadPool(static_cast<size_t>(threads));
+HttpFront::Handler OpenAiServer::Impl::request_handler() {
+    return [this](httplib::Stream& stream, bool close) {
+        bool closed = false;
+        const bool ok = http.process_request(stream, close, closed, nullptr);
+        return ok && !closed;
     };
+}
+
+HttpFront::Refusal OpenAiServer::Impl::refusal() {
+    return [this](int status, const std::string& message, const std::string& target) {
+        metrics.request(known_route(target), status);
+        return json_text(
+            error_body(message, status == 503 ? "server_busy" : "invalid_request_error"));
+    };
+}
+
+void OpenAiServer::Impl::routes() {
+    // HttpFront reads requests and owns the connections; these hold for
+    // what it hands over, and for the Keep-Alive header.
     http.set_payload_max_length(o.max_body_bytes);
-    http.set_keep_alive_timeout(2);  // an idle connection holds a thread
-    http.set_read_timeout(30);
-    http.set_write_timeout(30);
+    http.set_keep_alive_timeout(5);
+    http.set_keep_alive_max_count(1000);
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
         if (o.api_key.empty() || req.path == "/health")
@@ -171,16 +238,16 @@ void OpenAiServer::Impl::routes() {
         metrics.request(known_route(req.path), 401);
         return httplib::Server::HandlerResponse::Handled;
     });
-    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    http.set_error_handler(never_throws([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
         const std::string what = res.status == 404
                                      ? "no such endpoint: " + req.method + " " + req.path
                                  : res.status == 413 ? "the request body is too large"
                                                      : "the request failed";
         send_error(res, res.status, what, "invalid_request_error");
-    });
+    }));
     http.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        never_throws([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
             std::string what = "internal error";
             try {
                 std::rethrow_exception(ep);
@@ -189,7 +256,7 @@ void OpenAiServer::Impl::routes() {
             } catch (...) {
             }
             send_error(res, 500, what, "server_error");
-        });
+        }));
 
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
         send_json(res, 200, {{"status", "ok"}});
@@ -295,19 +362,17 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
     metrics.request(endpoint, 200);
     if (job->request.stream) {
         res.set_header("Cache-Control", "no-cache");
-        res.set_chunked_content_provider("text/event-stream",
-                                         [this, job](size_t, httplib::DataSink& sink) {
-                                             write_stream(*job, sink);
-                                             return true;
-                                         });
+        res.set_chunked_content_provider(
+            "text/event-stream", [this, job](size_t, httplib::DataSink& sink) {
+                return guarded_write(job->id, [&] { write_stream(*job, sink); });
+            });
     } else {
         // With a charset the type is not on httplib's compressible list: the
         // reply (and the probe spaces) reach the socket as written.
-        res.set_chunked_content_provider("application/json; charset=utf-8",
-                                         [this, job](size_t, httplib::DataSink& sink) {
-                                             write_whole(*job, sink);
-                                             return true;
-                                         });
+        res.set_chunked_content_provider(
+            "application/json; charset=utf-8", [this, job](size_t, httplib::DataSink& sink) {
+                return guarded_write(job->id, [&] { write_whole(*job, sink); });
+            });
     }
 }
 
@@ -351,13 +416,13 @@ void OpenAiServer::Impl::write_whole(Job& job, httplib::DataSink& sink) {
         });
     } catch (const std::exception& e) {
         // An exception out of a content provider would end the process.
-        const std::string body = error_body(e.what(), "server_error").dump();
+        const std::string body = json_text(error_body(e.what(), "server_error"));
         sink.write(body.data(), body.size());
         sink.done();
         return;
     }
     if (!finished(job, r)) return;
-    const std::string body = final_body(job, r).dump() + "\n";
+    const std::string body = json_text(final_body(job, r)) + "\n";
     sink.write(body.data(), body.size());
     sink.done();
 }
@@ -379,30 +444,30 @@ void OpenAiServer::Impl::write_stream(Job& job, httplib::DataSink& sink) {
                     {"choices", json::array({choice})}};
     };
     if (chat_api &&
-        !send_event(sink, chunk({{"role", "assistant"}, {"content", ""}}, nullptr).dump()))
+        !send_event(sink, json_text(chunk({{"role", "assistant"}, {"content", ""}}, nullptr))))
         return;
     TextResult r;
     try {
         r = generate_text(*job.session, job.text, [&](std::string_view delta) {
             const json d =
                 chat_api ? json{{"content", std::string(delta)}} : json(std::string(delta));
-            return send_event(sink, chunk(d, nullptr).dump());
+            return send_event(sink, json_text(chunk(d, nullptr)));
         });
     } catch (const std::exception& e) {
-        send_event(sink, error_body(e.what(), "server_error").dump());
+        send_event(sink, json_text(error_body(e.what(), "server_error")));
         sink.done();
         return;
     }
     if (!finished(job, r)) return;
     const char* finish = r.finish == FinishReason::Stop ? "stop" : "length";
-    send_event(sink, chunk(chat_api ? json::object() : json(""), finish).dump());
+    send_event(sink, json_text(chunk(chat_api ? json::object() : json(""), finish)));
     if (job.request.include_usage) {
         json usage = chunk(json::object(), nullptr);
         usage["choices"] = json::array();
         usage["usage"] = {{"prompt_tokens", job.prompt_tokens},
                           {"completion_tokens", r.completion_tokens},
                           {"total_tokens", job.prompt_tokens + r.completion_tokens}};
-        send_event(sink, usage.dump());
+        send_event(sink, json_text(usage));
     }
     const std::string done = "data: [DONE]\n\n";
     sink.write(done.data(), done.size());
@@ -419,18 +484,13 @@ OpenAiServer::~OpenAiServer() {
 
 int OpenAiServer::bind() {
     Impl& s = *impl_;
-    s.port = s.o.port == 0 ? s.http.bind_to_any_port(s.o.host)
-                           : (s.http.bind_to_port(s.o.host, s.o.port) ? s.o.port : -1);
-    if (s.port < 0)
-        throw Error(DWELL_ERR_UNAVAILABLE, "cannot listen on " + s.o.host + ":" +
-                                               std::to_string(s.o.port) +
-                                               " (in use, or not an address of this machine); "
-                                               "choose another with --host/--port");
+    s.port = s.front->bind(s.o.host, s.o.port);
     return s.port;
 }
 
 void OpenAiServer::serve() {
-    impl_->http.listen_after_bind();
+    impl_->http.serving(impl_->front->listening_socket());
+    impl_->front->serve();
 }
 
 void OpenAiServer::start() {
@@ -444,7 +504,7 @@ void OpenAiServer::stop() {
     // (their replies end with an error), then the listener closed.
     impl_->admission.close();
     impl_->live.cancel_all();
-    impl_->http.stop();
+    impl_->front->stop();
 }
 
 int OpenAiServer::bound_port() const {

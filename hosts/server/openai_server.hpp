@@ -5,7 +5,9 @@
 // Each request gets its own session (prompt prefixes are shared through
 // the runtime's paged KV cache). At most `parallel` requests generate at
 // once and `max_queue` more wait; beyond that: 503 with Retry-After. A
-// client that goes away cancels its generation.
+// client that goes away cancels its generation. Requests are read whole
+// before a thread works on them, under a deadline and per-peer caps
+// (http_front.hpp); no byte a client sends can crash it.
 //
 // Thread-safety: start() blocks serving until stop() (from another thread
 // or a signal handler's thread).
@@ -38,6 +40,13 @@ struct ServerOptions {
     int32_t n_ctx = 0;              // sessions' context (0: the model's)
     std::string chat_template;      // override of the model's template
     std::string model_name;         // id in /v1/models (default: the file name)
+    // Slow clients (http_front.hpp): a request's head and body must arrive
+    // within request_read_seconds (else 408); connections beyond
+    // max_connections in all, or max_connections_per_peer from one
+    // address, get 503.
+    int32_t request_read_seconds = 20;
+    int32_t max_connections = 512;
+    int32_t max_connections_per_peer = 64;
 };
 
 class OpenAiServer {
