@@ -62,6 +62,7 @@ protected:
         ro.manifest = dir_.write(
             "f32kv.toml",
             "[[backend]]\nplugin = \"cpu\"\n[cpu]\nthreads = 2\n[kv]\ndtype = \"f32\"\n");
+        ro.memory_budget_bytes = budget_;
         runtime_ = std::make_unique<Runtime>(ro);
         model_ = Model::load(*runtime_, path);
         o.port = 0;
@@ -86,6 +87,7 @@ protected:
     }
 
     TempDir dir_;
+    std::optional<uint64_t> budget_;  // the runtime's memory budget, when set
     std::unique_ptr<Runtime> runtime_;
     std::shared_ptr<Model> model_;
     std::unique_ptr<server::OpenAiServer> server_;
@@ -304,8 +306,8 @@ TEST_F(Server, AFullQueueAnswers503AndAGoneClientCancelsItsGeneration) {
 // after its first event until release() (then closes the connection).
 class SlotHolder {
 public:
-    explicit SlotHolder(int port) {
-        thread_ = std::thread([this, port] {
+    explicit SlotHolder(int port, int max_tokens = 480) {
+        thread_ = std::thread([this, port, max_tokens] {
             httplib::Client c("127.0.0.1", port);
             c.set_read_timeout(60);
             httplib::Request req;
@@ -313,7 +315,8 @@ public:
             req.path = "/v1/completions";
             req.set_header("Content-Type", "application/json");
             req.body =
-                json{{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"stream", true}}.dump();
+                json{{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"stream", true}}
+                    .dump();
             req.content_receiver = [this](const char*, size_t, uint64_t, uint64_t) {
                 holding_ = true;
                 while (!release_) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -516,6 +519,41 @@ TEST_F(Server, AReplyFailingAfterIts200IsNoCompleteReply) {
             EXPECT_TRUE(last.contains("error")) << ev.back();
         }
         TearDown();
+    }
+}
+
+// The KV pages of the whole reply are taken before the 200: a reply the
+// memory left cannot hold is a 503 with Retry-After, not a 200 broken off
+// when the pages run out halfway.
+TEST_F(Server, AReplyTheMemoryLeftCannotHoldIsA503BeforeAny200) {
+    server::ServerOptions o;
+    o.n_ctx = 4096;  // longer than stories260K was trained for: room for long replies
+    start(o);
+    if (IsSkipped()) return;
+    // What one short request leaves in use (weights, activations, cached
+    // pages), then a budget of that plus 6 MiB: one context's KV (5 MiB)
+    // fits, two replies of 4000 tokens do not.
+    ASSERT_EQ(post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}})->status, 200);
+    const uint64_t used = runtime_->pool().stats().peak_used_bytes;
+    TearDown();
+    budget_ = used + (uint64_t{6} << 20);
+    start(o);
+    const json req = {{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"temperature", 0}};
+    {
+        const SlotHolder first(port_, 4000);  // its reply's pages are taken
+        for (const bool stream : {false, true}) {
+            json body = req;
+            body["stream"] = stream;
+            const auto r = post("/v1/completions", body);
+            ASSERT_TRUE(r) << "no complete reply";
+            EXPECT_EQ(r->status, 503) << r->body.substr(0, 300);
+            EXPECT_EQ(r->get_header_value("Retry-After"), "5");
+            EXPECT_TRUE(json::parse(r->body, nullptr, false).contains("error"));
+        }
+        // A short reply fits what is left.
+        const auto small = post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 8}});
+        ASSERT_TRUE(small);
+        EXPECT_EQ(small->status, 200) << small->body;
     }
 }
 
