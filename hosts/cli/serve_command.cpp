@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -24,20 +23,6 @@ namespace dwell::cli {
 namespace {
 
 constexpr int64_t kMaxBodyKb = int64_t{1} << 20;  // 1 GiB
-
-// One key a line; blank lines and lines starting with '#' are skipped.
-std::vector<std::string> read_key_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw po::error("--api-key-file " + path + " cannot be read");
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(in, line);) {
-        const auto first = line.find_first_not_of(" \t\r");
-        if (first == std::string::npos || line[first] == '#') continue;
-        lines.push_back(line.substr(first, line.find_last_not_of(" \t\r") - first + 1));
-    }
-    if (lines.empty()) throw po::error("--api-key-file " + path + " holds no key");
-    return lines;
-}
 
 // Every request's full context must fit what the KV page space and the
 // memory budget leave once the model is loaded; otherwise the longest
@@ -130,8 +115,12 @@ int serve_command(const std::vector<std::string>& args) {
     so.api_keys = server::split_keys(key_values);
     if (vm.count("api-key") && so.api_keys.empty()) throw po::error("--api-key is empty");
     if (vm.count("api-key-file")) {
-        for (std::string& k : read_key_file(vm["api-key-file"].as<std::string>()))
-            so.api_keys.push_back(std::move(k));
+        const std::string path = vm["api-key-file"].as<std::string>();
+        try {
+            for (std::string& k : server::read_key_file(path)) so.api_keys.push_back(std::move(k));
+        } catch (const std::runtime_error& e) {
+            throw po::error(std::string("--api-key-file ") + e.what());
+        }
     }
     if (so.api_keys.empty())
         if (const char* env = std::getenv("DWELL_API_KEY")) so.api_keys = server::split_keys({env});

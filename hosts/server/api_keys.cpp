@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 
 #include <cctype>
+#include <fstream>
 #include <stdexcept>
 
 namespace dwell::server {
@@ -67,6 +68,19 @@ std::vector<std::string> split_keys(const std::vector<std::string>& values) {
         }
     }
     return out;
+}
+
+std::vector<std::string> read_key_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error(path + " cannot be read");
+    std::vector<std::string> keys;
+    for (std::string line; std::getline(in, line);) {
+        const auto first = line.find_first_not_of(" \t\r");
+        if (first == std::string::npos || line[first] == '#') continue;
+        keys.push_back(line.substr(first, line.find_last_not_of(" \t\r") - first + 1));
+    }
+    if (keys.empty()) throw std::runtime_error(path + " holds no key");
+    return keys;
 }
 
 }  // namespace dwell::server

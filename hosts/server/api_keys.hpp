@@ -37,4 +37,9 @@ private:
 // $DWELL_API_KEY), with surrounding spaces dropped; empty items are skipped.
 std::vector<std::string> split_keys(const std::vector<std::string>& values);
 
+// Keys from a file, one a line (surrounding spaces dropped); blank lines
+// and lines starting with '#' are skipped. Throws std::runtime_error naming
+// the file when it cannot be read or holds no key.
+std::vector<std::string> read_key_file(const std::string& path);
+
 }  // namespace dwell::server

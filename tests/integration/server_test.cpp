@@ -720,6 +720,9 @@ TEST(ServeCommand, BadOptionValuesExit2BeforeTheModelLoads) {
         {{"--prefix-cache", "sometimes"}, "--prefix-cache 'sometimes' is not"},
         {{"--prefix-cache", "per-key"}, "--prefix-cache per-key needs API keys"},
         {{"--cors", " , "}, "--cors is empty"},
+        {{"--api-key", ","}, "--api-key is empty"},
+        {{"--api-key-file", "/nonexistent/keys"},
+         "--api-key-file /nonexistent/keys cannot be read"},
     };
     for (const auto& [flags, message] : cases) {
         std::vector<std::string> args = {"serve", "-m", "/nonexistent/model.gguf"};

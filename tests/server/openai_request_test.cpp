@@ -6,7 +6,10 @@
 #include "openai_request.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "api_keys.hpp"
@@ -224,6 +227,29 @@ TEST(ApiKeys, EachKeyHasItsIndexAndAnythingElseNone) {
     EXPECT_FALSE(keys.match_authorization("alpha"));
     EXPECT_THROW(ApiKeys({"ok", ""}), std::invalid_argument);
     EXPECT_EQ(split_keys({"a, b", "c,,", " "}), (std::vector<std::string>{"a", "b", "c"}));
+}
+
+TEST(ApiKeys, AKeyFileHoldsOneKeyALine) {
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("dwell-keys-" + std::to_string(::getpid()) + ".txt");
+    {
+        std::ofstream out(path);
+        out << "# keys of the team\n  first-key  \n\nsecond,key\r\n";
+    }
+    EXPECT_EQ(dwell::server::read_key_file(path.string()),
+              (std::vector<std::string>{"first-key", "second,key"}));
+    {
+        std::ofstream out(path);
+        out << "# none yet\n\n";
+    }
+    try {
+        (void)dwell::server::read_key_file(path.string());
+        ADD_FAILURE() << "no key, accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()), path.string() + " holds no key");
+    }
+    std::filesystem::remove(path);
+    EXPECT_THROW((void)dwell::server::read_key_file(path.string()), std::runtime_error);
 }
 
 }  // namespace more
