@@ -223,7 +223,8 @@ bool OpenAiServer::Impl::pre_route(const httplib::Request& req, httplib::Respons
     if (!allow.empty() && !method_in(allow, req.method)) {
         res.set_header("Allow", allow);
         send_error(res, 405,
-                   req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")",
+                   // The route's name, not the path: the path may be any bytes.
+                   req.method + " is not allowed on " + route + " (allowed: " + allow + ")",
                    "invalid_request_error", "", "method_not_allowed");
         metrics.request(route, 405);
         return true;
