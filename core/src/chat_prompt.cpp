@@ -27,19 +27,27 @@ ChatPrompt::ChatPrompt(const Tokenizer& tokenizer, ChatTemplate chat_template)
     }
 }
 
-void ChatPrompt::check_contents(const std::vector<ChatMessage>& messages) const {
+std::optional<ChatPrompt::ControlText> ChatPrompt::find_control_text(
+    const std::vector<ChatMessage>& messages) const {
     // A message holding the template's control text would open or close
     // turns of its own (a forged system turn): refused, not escaped, so the
-    // conversation means what it says.
+    // conversation means what it says. Plain-text control texts count too:
+    // the model reads "<|im_start|>" as a turn whether it is one token or
+    // several.
     for (size_t i = 0; i < messages.size(); ++i) {
-        for (const auto& [text, id] : specials_) {
-            if (messages[i].content.find(text) != std::string::npos)
-                throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                            "message " + std::to_string(i) + " (" + messages[i].role +
-                                ") contains the chat template's control text '" + text +
-                                "', which may not appear in a message");
+        for (const std::string& text : template_.control_texts()) {
+            if (messages[i].content.find(text) != std::string::npos) return ControlText{i, text};
         }
     }
+    return std::nullopt;
+}
+
+void ChatPrompt::check_contents(const std::vector<ChatMessage>& messages) const {
+    if (const auto hit = find_control_text(messages))
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "message " + std::to_string(hit->message) + " (" + messages[hit->message].role +
+                        ") contains the chat template's control text '" + hit->text +
+                        "', which may not appear in a message");
 }
 
 std::vector<int32_t> ChatPrompt::encode_text(const std::string& text) const {

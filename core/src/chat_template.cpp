@@ -245,36 +245,46 @@ ChatTemplate::ChatTemplate(Family family) : family_(family) {
         case Family::Llama2:
             stop_strings_ = {"</s>"};
             special_tokens_ = {"<s>", "</s>"};
+            control_texts_ = {"[INST]", "[/INST]", "<<SYS>>", "<</SYS>>", "<s>", "</s>"};
             break;
         case Family::Mistral:
             stop_strings_ = {"</s>"};
             special_tokens_ = {"</s>"};  // V1's [INST] and [/INST] are plain text
+            control_texts_ = {"[INST]", "[/INST]", "<s>", "</s>"};
             break;
         case Family::MistralV3:
             stop_strings_ = {"</s>"};
             special_tokens_ = {"[INST]", "[/INST]", "</s>"};
+            control_texts_ = {"[INST]", "[/INST]", "<s>", "</s>"};
             break;
         case Family::Llama3:
             stop_strings_ = {"<|eot_id|>", "<|end_of_text|>"};
             special_tokens_ = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+            control_texts_ = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+                              "<|eot_id|>",        "<|eom_id|>",          "<|end_of_text|>"};
             break;
         case Family::ChatML:
             stop_strings_ = {"<|im_end|>"};
             special_tokens_ = {"<|im_start|>", "<|im_end|>"};
+            control_texts_ = {"<|im_start|>", "<|im_end|>", "<|endoftext|>"};
             break;
         case Family::Gemma:
             stop_strings_ = {"<end_of_turn>"};
             special_tokens_ = {"<start_of_turn>", "<end_of_turn>"};
+            control_texts_ = {"<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>"};
             break;
         case Family::Phi3:
             stop_strings_ = {"<|end|>", "<|endoftext|>"};
             special_tokens_ = {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"};
+            control_texts_ = {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>",
+                              "<|endoftext|>"};
             break;
         case Family::Zephyr:
             stop_strings_ = {"</s>"};
             // TinyLlama's <|user|> etc. are ordinary text; listing them is
             // harmless since only single tokens of the vocabulary are cut out.
             special_tokens_ = {"<|system|>", "<|user|>", "<|assistant|>", "</s>"};
+            control_texts_ = {"<|system|>", "<|user|>", "<|assistant|>", "<s>", "</s>"};
             break;
     }
 }

@@ -31,10 +31,12 @@ std::optional<KvPrefixCache::Hit> KvPrefixCache::find(uint64_t parent,
     const uint64_t key = child_key(parent, tokens);
     std::lock_guard lock(mutex_);
     auto it = entries_.find(key);
-    // The tokens are compared too: a key collision must never hand out
-    // another prompt's cache.
-    if (it == entries_.end() || !std::equal(tokens.begin(), tokens.end(), it->second.tokens.begin(),
-                                            it->second.tokens.end())) {
+    // The tokens and the parent are compared too: a key collision must never
+    // hand out another prompt's cache, nor another scope's (sessions'
+    // prefix_scope lives in the root key).
+    if (it == entries_.end() || it->second.parent != parent ||
+        !std::equal(tokens.begin(), tokens.end(), it->second.tokens.begin(),
+                    it->second.tokens.end())) {
         return std::nullopt;
     }
     Entry& e = it->second;
@@ -51,7 +53,7 @@ void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const i
     if (auto it = entries_.find(key); it != entries_.end()) {
         Entry& e = it->second;
         lru_.splice(lru_.begin(), lru_, e.lru);
-        if (e.logits.empty() && !logits.empty() &&
+        if (e.logits.empty() && !logits.empty() && e.parent == parent &&
             std::equal(tokens.begin(), tokens.end(), e.tokens.begin(), e.tokens.end())) {
             // Logits are an optimisation; without room they are skipped.
             // (Not charge(): its reclaimer would take this cache's lock.)
@@ -68,6 +70,7 @@ void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const i
     }
     Entry e;
     e.model_id = model_id;
+    e.parent = parent;
     e.tokens.assign(tokens.begin(), tokens.end());
     e.page_ids.assign(page_ids.begin(), page_ids.end());
     if (!logits.empty() && memory_.try_charge(logits.size_bytes(), MemoryUse::Kv)) {

@@ -141,7 +141,15 @@ Session::Session(Runtime& runtime, std::shared_ptr<const Model> model,
       n_keep_(std::clamp(options.n_keep, 0, n_ctx_)),
       kv_(make_kv_cache(runtime, *model_, n_ctx_, options.kv_dtype)),
       scheduler_(backend_list(runtime), runtime.strict()),
-      prefix_root_(KvPrefixCache::root_key(model_->id(), kv_.dtype(), kv_.rows_per_page())) {}
+      prefix_root_(KvPrefixCache::root_key(model_->id(), kv_.dtype(), kv_.rows_per_page())),
+      prefix_cache_(options.prefix_cache) {
+    if (options.prefix_scope != 0) {
+        // The scope goes into the root key, and so into every key after it.
+        const int32_t scope[2] = {static_cast<int32_t>(options.prefix_scope >> 32),
+                                  static_cast<int32_t>(options.prefix_scope & 0xffffffffu)};
+        prefix_root_ = KvPrefixCache::child_key(prefix_root_, scope);
+    }
+}
 
 Session::Session(Runtime& runtime, std::shared_ptr<const Model> model, int32_t n_ctx,
                  int32_t n_batch, KvCache kv)
@@ -173,6 +181,8 @@ std::unique_ptr<Session> Session::fork() const {
     copy->n_past_ = n_past_;
     copy->tokens_ = tokens_;
     copy->page_keys_ = page_keys_;
+    copy->prefix_root_ = prefix_root_;
+    copy->prefix_cache_ = prefix_cache_;
     copy->on_full_ = on_full_;
     copy->n_keep_ = n_keep_;
     copy->n_shifted_ = n_shifted_;
@@ -210,11 +220,13 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
     std::vector<float> all;
     const int32_t saved_past = n_past_;
     const size_t saved_keys = page_keys_.size();
+    const int64_t saved_cached = n_cached_;
     std::vector<float> saved_logits = logits_;
     try {
         // Pages another session computed for the same tokens are adopted,
         // not recomputed (every row's logits were asked for: compute all).
-        const size_t cached = all_logits ? 0 : adopt_cached_prefix(tokens);
+        const size_t cached = all_logits || !prefix_cache_ ? 0 : adopt_cached_prefix(tokens);
+        n_cached_ += static_cast<int64_t>(cached);
         for (size_t start = cached; start < tokens.size(); start += static_cast<size_t>(n_batch_)) {
             if (start > cached) check_cancel();
             const size_t n = std::min(tokens.size() - start, static_cast<size_t>(n_batch_));
@@ -225,13 +237,14 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             if (all_logits) all.insert(all.end(), logits_.begin(), logits_.end());
         }
-        publish_pages();
+        if (prefix_cache_) publish_pages();
     } catch (...) {
         // Cache rows past n_past are never read, so rewinding the position
         // undoes the step; pages taken for them are given back.
         n_past_ = saved_past;
         tokens_.resize(static_cast<size_t>(saved_past));
         page_keys_.resize(saved_keys);
+        n_cached_ = saved_cached;
         logits_ = std::move(saved_logits);
         kv_.truncate(saved_past);
         throw;
@@ -241,6 +254,17 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
         return logits_;
     }
     return std::span<const float>(logits_).last(static_cast<size_t>(n_vocab));
+}
+
+void Session::reserve(int32_t n) {
+    const int64_t end = std::min<int64_t>(n_ctx_, int64_t{n_past_} + std::max(n, 0));
+    if (end <= n_past_) return;
+    try {
+        kv_.prepare_write(n_past_, end);
+    } catch (...) {
+        kv_.truncate(n_past_);  // what was taken goes back
+        throw;
+    }
 }
 
 size_t Session::adopt_cached_prefix(std::span<const int32_t> tokens) {

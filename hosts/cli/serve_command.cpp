@@ -4,15 +4,64 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <thread>
 
+#include "api_keys.hpp"
 #include "cli_common.hpp"
+#include "dwell/core/chat_template.hpp"
+#include "dwell/core/error.hpp"
 #include "dwell/core/model.hpp"
+#include "dwell/core/session.hpp"
+#include "dwell/core/session_file.hpp"
 #include "openai_server.hpp"
 
 namespace dwell::cli {
+namespace {
+
+constexpr int64_t kMaxBodyKb = int64_t{1} << 20;  // 1 GiB
+
+// Every request's full context must fit what the KV page space and the
+// memory budget leave once the model is loaded; otherwise the longest
+// requests would all fail.
+void check_context_fits(Runtime& runtime, const std::shared_ptr<Model>& model, int32_t n_ctx) {
+    SessionOptions so;
+    so.n_ctx = n_ctx;
+    std::optional<Session> probe_session;
+    try {
+        probe_session.emplace(runtime, model, so);  // pages are taken on first use only
+    } catch (const Error& e) {
+        throw po::error("--ctx " + std::to_string(n_ctx) + ": " + e.what());
+    }
+    const Session& probe = *probe_session;
+    const KvCache& kv = probe.kv_cache();
+    const int64_t rpp = kv.rows_per_page();
+    const int64_t pages = (probe.n_ctx() + rpp - 1) / rpp * kv.n_layer() * 2;
+    const KvPagePool& space = runtime.kv_pages();
+    const uint64_t bytes = static_cast<uint64_t>(pages) * space.page_bytes();
+    const PoolStats st = runtime.pool().stats();
+    const auto mib = [](uint64_t b) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(b) / (1 << 20));
+        return std::string(buf);
+    };
+    const std::string what = "--ctx " + std::to_string(probe.n_ctx()) +
+                             ": one request's KV cache at full context takes " + mib(bytes) +
+                             " MiB, more than ";
+    if (pages > int64_t{space.capacity()} - space.pages_in_use())
+        throw po::error(what + "the KV page space holds (" +
+                        mib(uint64_t(space.capacity()) * space.page_bytes()) +
+                        " MiB); lower --ctx");
+    if (st.budget_bytes != 0 && st.used_bytes + bytes > st.budget_bytes)
+        throw po::error(what + "the memory budget leaves after the model (" +
+                        mib(st.budget_bytes - std::min(st.budget_bytes, st.used_bytes)) + " of " +
+                        mib(st.budget_bytes) + " MiB); lower --ctx or raise --memory-budget");
+}
+
+}  // namespace
 
 int serve_command(const std::vector<std::string>& args) {
     CommonArgs common;
@@ -24,15 +73,18 @@ int serve_command(const std::vector<std::string>& args) {
         ("model,m", po::value(&model_path)->required(), "model file (GGUF or dwell pack)")
         ("host", po::value(&so.host)->default_value(so.host), "address to listen on (0.0.0.0: every interface)")
         ("port", po::value(&so.port)->default_value(so.port), "TCP port (0: any free one, printed)")
-        ("api-key", po::value(&so.api_key), "require 'Authorization: Bearer KEY' (also $DWELL_API_KEY)")
+        ("api-key", po::value<std::vector<std::string>>()->composing(), "require 'Authorization: Bearer KEY' with one of these keys (repeat, or KEY,KEY; also $DWELL_API_KEY)")
+        ("api-key-file", po::value<std::string>(), "keys, one a line, accepted like --api-key")
+        ("prefix-cache", po::value<std::string>(), "who shares cached prompt prefixes: shared, per-key (the default with API keys) or off")
+        ("cors", po::value<std::vector<std::string>>()->composing(), "origins browsers may call from (ORIGIN[,ORIGIN], * for any); default: none")
         ("parallel", po::value(&so.parallel)->default_value(so.parallel), "requests generating at once")
         ("max-queue", po::value(&so.max_queue)->default_value(so.max_queue), "requests waiting beyond those; more get 503")
         ("max-tokens-limit", po::value(&so.max_tokens_limit)->default_value(so.max_tokens_limit), "the largest max_tokens a request may ask")
         ("default-max-tokens", po::value(&so.default_max_tokens)->default_value(so.default_max_tokens), "max_tokens when a request gives none")
         ("request-seconds", po::value(&so.request_seconds)->default_value(so.request_seconds), "a reply generating longer ends with finish_reason length")
-        ("max-body-kb", po::value<size_t>()->default_value(1024), "largest request body in KiB (larger: 413)")
+        ("max-body-kb", po::value<int64_t>()->default_value(1024), "largest request body in KiB (larger: 413)")
         ("ctx,c", po::value(&so.n_ctx)->default_value(0), "context size of each request's session (0: the model's)")
-        ("chat-template", po::value(&so.chat_template), "chat template family instead of the model's (llama2, llama3, chatml, mistral, mistral-v3, gemma, phi3, zephyr)")
+        ("chat-template", po::value(&so.chat_template), "chat template family instead of the model's (llama2, llama3, chatml, mistral, mistral-v3, gemma, phi3, zephyr; a model without one gets chatml)")
         ("model-name", po::value(&so.model_name), "model id in /v1/models (default: the file name)");
     // clang-format on
     add_runtime_options(desc, common);
@@ -40,9 +92,56 @@ int serve_command(const std::vector<std::string>& args) {
     if (!parse("serve", "-m MODEL [--host H] [--port P] [--api-key KEY] [options]", desc, args, vm))
         return 0;
     set_verbosity(common.verbosity);
-    so.max_body_bytes = vm["max-body-kb"].as<size_t>() * 1024;
-    if (so.api_key.empty())
-        if (const char* env = std::getenv("DWELL_API_KEY")) so.api_key = env;
+    // Every pure option value is checked here, before the model loads.
+    if (so.port < 0 || so.port > 65535)
+        throw po::error("--port " + std::to_string(so.port) + " is out of range (0..65535)");
+    if (so.n_ctx < 0 || so.n_ctx > kSessionMaxContext)
+        throw po::error("--ctx " + std::to_string(so.n_ctx) + " is out of range (1.." +
+                        std::to_string(kSessionMaxContext) + ", or 0 for the model's)");
+    if (!so.chat_template.empty()) {
+        try {
+            (void)ChatTemplate::named(so.chat_template);
+        } catch (const Error& e) {
+            throw po::error(std::string("--chat-template: ") + e.what());
+        }
+    }
+    const int64_t body_kb = vm["max-body-kb"].as<int64_t>();
+    if (body_kb < 1 || body_kb > kMaxBodyKb)
+        throw po::error("--max-body-kb " + std::to_string(body_kb) + " is out of range (1.." +
+                        std::to_string(kMaxBodyKb) + ")");
+    so.max_body_bytes = static_cast<size_t>(body_kb) * 1024;
+    std::vector<std::string> key_values;
+    if (vm.count("api-key")) key_values = vm["api-key"].as<std::vector<std::string>>();
+    so.api_keys = server::split_keys(key_values);
+    if (vm.count("api-key") && so.api_keys.empty()) throw po::error("--api-key is empty");
+    if (vm.count("api-key-file")) {
+        const std::string path = vm["api-key-file"].as<std::string>();
+        try {
+            for (std::string& k : server::read_key_file(path)) so.api_keys.push_back(std::move(k));
+        } catch (const std::runtime_error& e) {
+            throw po::error(std::string("--api-key-file ") + e.what());
+        }
+    }
+    if (so.api_keys.empty())
+        if (const char* env = std::getenv("DWELL_API_KEY")) so.api_keys = server::split_keys({env});
+    if (vm.count("cors")) {
+        so.cors_origins = server::split_keys(vm["cors"].as<std::vector<std::string>>());
+        if (so.cors_origins.empty()) throw po::error("--cors is empty (ORIGIN[,ORIGIN] or *)");
+    }
+    if (vm.count("prefix-cache")) {
+        const std::string mode = vm["prefix-cache"].as<std::string>();
+        if (mode == "shared") {
+            so.prefix_cache = server::PrefixCacheMode::Shared;
+        } else if (mode == "per-key") {
+            if (so.api_keys.empty())
+                throw po::error("--prefix-cache per-key needs API keys (--api-key)");
+            so.prefix_cache = server::PrefixCacheMode::PerKey;
+        } else if (mode == "off") {
+            so.prefix_cache = server::PrefixCacheMode::Off;
+        } else {
+            throw po::error("--prefix-cache '" + mode + "' is not shared, per-key or off");
+        }
+    }
     if (so.parallel < 1 || so.parallel > 256)
         throw po::error("--parallel " + std::to_string(so.parallel) + " is out of range (1..256)");
     if (so.max_queue < 0 || so.max_queue > 4096)
@@ -62,11 +161,15 @@ int serve_command(const std::vector<std::string>& args) {
 
     Runtime runtime(runtime_options(common));
     auto model = Model::load(runtime, model_path);
+    check_context_fits(runtime, model, so.n_ctx);
     server::OpenAiServer server(runtime, model, so);
     const int port = server.bind();
     std::cerr << "dwell serve: " << so.host << ":" << port << " (model "
               << model->path().filename().string() << ", " << so.parallel << " at once, "
-              << so.max_queue << " queued" << (so.api_key.empty() ? "" : ", API key required")
+              << so.max_queue << " queued"
+              << (so.api_keys.empty()
+                      ? ""
+                      : ", " + std::to_string(so.api_keys.size()) + " API key(s) required")
               << ")\n";
     if (!server.chat_unavailable_reason().empty())
         std::cerr << "dwell serve: /v1/chat/completions disabled: "

@@ -1,5 +1,9 @@
 #include "openai_request.hpp"
 
+#include <bitset>
+
+#include "dwell/core/tokenizer.hpp"
+
 namespace dwell::server {
 
 using nlohmann::json;
@@ -38,14 +42,65 @@ std::string text_content(const json& content, const std::string& param) {
     bad(param, "must be a string or an array of text parts");
 }
 
+// Fields of OpenAI's API that dwell does not implement yet: a request that
+// uses one is refused naming it rather than answered as if it were not
+// there. A field at its neutral value (null, false, 0, [], {}, "none",
+// {"type": "text"}) asks for nothing and passes.
+void refuse_unsupported(const json& body) {
+    const auto neutral = [](const char* key, const json& v) {
+        const std::string k = key;
+        if (v.is_null()) return true;
+        if (v.is_boolean()) return !v.get<bool>();
+        if (k == "best_of") return v.is_number_integer() && v.get<int64_t>() == 1;
+        if (v.is_number()) return v.get<double>() == 0.0;
+        if (v.is_array() || v.is_object()) {
+            if (k == "response_format") return v.is_object() && v.value("type", json()) == "text";
+            if (k == "modalities") return v == json::array({"text"});
+            return v.empty();
+        }
+        if (v.is_string()) {
+            if (k == "tool_choice" || k == "function_call") return v.get<std::string>() == "none";
+            if (k == "suffix") return v.get<std::string>().empty();
+        }
+        return false;
+    };
+    for (const char* key :
+         {"response_format", "tools", "tool_choice", "functions", "function_call", "logprobs",
+          "top_logprobs", "logit_bias", "presence_penalty", "frequency_penalty", "suffix",
+          "best_of", "echo", "audio", "modalities", "prediction"}) {
+        const auto it = body.find(key);
+        if (it != body.end() && !neutral(key, *it))
+            throw RequestError(400, std::string("'") + key + "' is not supported by dwell yet", key,
+                               "invalid_request_error", "unsupported_parameter");
+    }
+}
+
 }  // namespace
 
-json error_body(const std::string& message, const std::string& type, const std::string& param) {
+json error_body(const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code) {
     return json{{"error",
                  {{"message", message},
                   {"type", type},
                   {"param", param.empty() ? json(nullptr) : json(param)},
-                  {"code", nullptr}}}};
+                  {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+size_t max_text_bytes_per_token(const Tokenizer& tok) {
+    size_t longest = 0;
+    std::bitset<256> single_bytes;
+    for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+        const std::string bytes = tok.token_bytes(id);
+        if (bytes.size() == 1) single_bytes.set(static_cast<unsigned char>(bytes[0]));
+        longest = std::max({longest, bytes.size(), tok.piece(id).size()});
+    }
+    return single_bytes.all() ? std::max<size_t>(longest, 1) : 0;
+}
+
+int64_t min_prompt_tokens(size_t bytes, size_t max_bytes_per_token, bool bos) {
+    if (max_bytes_per_token == 0) return 0;
+    return static_cast<int64_t>((bytes + max_bytes_per_token - 1) / max_bytes_per_token) +
+           (bos ? 1 : 0);
 }
 
 CompletionRequest parse_completion_request(const json& body, bool chat, int32_t max_tokens_limit) {
@@ -94,6 +149,14 @@ CompletionRequest parse_completion_request(const json& body, bool chat, int32_t 
     }
     r.temperature = number_in(body, "temperature", 0.0f, 2.0f, 1.0f);
     r.top_p = number_in(body, "top_p", 0.0f, 1.0f, 1.0f);
+    if (r.top_p == 0.0f) {
+        // OpenAI accepts 0: the smallest nucleus, the most likely token alone.
+        r.temperature = 0.0f;
+        r.top_p = 1.0f;
+    }
+    for (const char* key : {"presence_penalty", "frequency_penalty"})
+        (void)number_in(body, key, -2.0f, 2.0f, 0.0f);  // range first, then refuse_unsupported
+    refuse_unsupported(body);
     if (const auto it = body.find("seed"); it != body.end() && !it->is_null()) {
         if (!it->is_number_integer()) bad("seed", "must be an integer");
         r.seed = static_cast<uint64_t>(it->get<int64_t>());

@@ -15,24 +15,31 @@
 
 #include "dwell/core/chat_template.hpp"
 
+namespace dwell {
+class Tokenizer;
+}
+
 namespace dwell::server {
 
 class RequestError : public std::runtime_error {
 public:
     RequestError(int status, const std::string& message, std::string param = "",
-                 std::string type = "invalid_request_error")
+                 std::string type = "invalid_request_error", std::string code = "")
         : std::runtime_error(message),
           status_(status),
           param_(std::move(param)),
-          type_(std::move(type)) {}
+          type_(std::move(type)),
+          code_(std::move(code)) {}
     int status() const { return status_; }
     const std::string& param() const { return param_; }
     const std::string& type() const { return type_; }
+    const std::string& code() const { return code_; }  // OpenAI's error code, or ""
 
 private:
     int status_;
     std::string param_;
     std::string type_;
+    std::string code_;
 };
 
 struct CompletionRequest {
@@ -64,8 +71,19 @@ CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat
 // parse_completion_request().
 CompletionRequest parse_completion_body(std::string_view body, bool chat, int32_t max_tokens_limit);
 
-// {"error": {"message", "type", "param", "code"}}
+// {"error": {"message", "type", "param", "code"}} (param and code null when empty)
 nlohmann::json error_body(const std::string& message, const std::string& type,
-                          const std::string& param = "");
+                          const std::string& param = "", const std::string& code = "");
+
+// The most bytes of text one token of `tok` can stand for (its longest
+// piece, control and user-defined tokens included), or 0 when there is no
+// such bound: a vocabulary without a token for every byte folds a run of
+// unknown characters into one token.
+size_t max_text_bytes_per_token(const Tokenizer& tok);
+
+// The fewest tokens a text of `bytes` bytes can encode to (plus a BOS when
+// `bos`), so that a prompt longer than a context can be refused without
+// tokenizing it; 0 when max_bytes_per_token is 0 (no bound).
+int64_t min_prompt_tokens(size_t bytes, size_t max_bytes_per_token, bool bos);
 
 }  // namespace dwell::server

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <set>
 
 #include "admission.hpp"
+#include "api_keys.hpp"
 #include "dwell/core/error.hpp"
 #include "dwell/core/model.hpp"
 #include "dwell/core/runtime.hpp"
@@ -34,6 +36,7 @@ std::string known_route(std::string_view path) {
     for (const char* r :
          {"/v1/completions", "/v1/chat/completions", "/v1/models", "/metrics", "/health"})
         if (path == r) return r;
+    if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
     return "other";
 }
 
@@ -64,6 +67,24 @@ auto never_throws(Handler handler) {
     };
 }
 
+bool method_in(const std::string& allow, const std::string& method) {
+    size_t at = 0;
+    while (at < allow.size()) {
+        size_t end = allow.find(", ", at);
+        if (end == std::string::npos) end = allow.size();
+        if (allow.compare(at, end - at, method) == 0) return true;
+        at = end + 2;
+    }
+    return false;
+}
+
+// The methods a route answers ("" for no route), for 405 and OPTIONS.
+std::string allowed_methods(const std::string& route) {
+    if (route == "/v1/completions" || route == "/v1/chat/completions") return "POST, OPTIONS";
+    if (route == "other") return "";
+    return "GET, HEAD, OPTIONS";
+}
+
 int64_t unix_seconds() {
     return std::chrono::duration_cast<std::chrono::seconds>(
                std::chrono::system_clock::now().time_since_epoch())
@@ -76,8 +97,9 @@ void send_json(httplib::Response& res, int status, const json& body) {
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message,
-                const std::string& type, const std::string& param = "") {
-    send_json(res, status, error_body(message, type, param));
+                const std::string& type, const std::string& param = "",
+                const std::string& code = "") {
+    send_json(res, status, error_body(message, type, param, code));
 }
 
 int status_of(const Error& e) {
@@ -91,13 +113,12 @@ int status_of(const Error& e) {
     }
 }
 
-// Runs a reply's writer; false (httplib closes the connection) when it
-// throws, which must not reach httplib's writer loop.
+// Runs a reply's writer: its result, or false (httplib closes the connection)
+// when it throws, which must not reach httplib's writer loop.
 template <typename Write>
 bool guarded_write(const std::string& id, Write&& write) {
     try {
-        write();
-        return true;
+        return write();
     } catch (const std::exception& e) {
         spdlog::error("{}: the reply failed: {}", id, e.what());
     } catch (...) {
@@ -153,6 +174,7 @@ struct Job {
     std::optional<Admission::Slot> slot;
     std::string id;
     int32_t prompt_tokens = 0;
+    int32_t cached_tokens = 0;  // of the prompt's, taken from the prefix cache
     double prompt_seconds = 0;
 };
 
@@ -160,12 +182,28 @@ struct Job {
 
 struct OpenAiServer::Impl {
     Impl(Runtime& rt, std::shared_ptr<const Model> m, ServerOptions opts)
-        : runtime(rt), model(std::move(m)), o(std::move(opts)), admission(o.parallel, o.max_queue) {
+        : runtime(rt),
+          model(std::move(m)),
+          o(std::move(opts)),
+          admission(o.parallel, o.max_queue),
+          keys(o.api_keys),
+          prefix_mode(o.prefix_cache.value_or(o.api_keys.empty() ? PrefixCacheMode::Shared
+                                                                 : PrefixCacheMode::PerKey)),
+          n_ctx(session_context_size(model->info(), o.n_ctx)),
+          max_bytes_per_token(max_text_bytes_per_token(model->tokenizer())) {
         if (o.model_name.empty()) o.model_name = model->path().filename().string();
+        const std::string jinja = chat_template_text(model->source().metadata());
         try {
-            chat.emplace(model->tokenizer(),
-                         ChatTemplate::choose(o.chat_template,
-                                              chat_template_text(model->source().metadata())));
+            if (o.chat_template.empty() &&
+                jinja.find_first_not_of(" \t\r\n") == std::string::npos) {
+                spdlog::warn(
+                    "the model has no chat template (tokenizer.chat_template): "
+                    "/v1/chat/completions formats conversations as chatml; choose another with "
+                    "--chat-template");
+                chat.emplace(model->tokenizer(), ChatTemplate::named("chatml"));
+            } else {
+                chat.emplace(model->tokenizer(), ChatTemplate::choose(o.chat_template, jinja));
+            }
         } catch (const Error& e) {
             chat_unavailable = e.what();
             spdlog::warn("/v1/chat/completions unavailable: {}", chat_unavailable);
@@ -187,9 +225,12 @@ struct OpenAiServer::Impl {
     HttpFront::Handler request_handler();
     HttpFront::Refusal refusal();
     json final_body(const Job& job, const TextResult& r) const;
-    void write_stream(Job& job, httplib::DataSink& sink);
-    void write_whole(Job& job, httplib::DataSink& sink);
+    bool write_stream(Job& job, httplib::DataSink& sink);
+    bool write_whole(Job& job, httplib::DataSink& sink);
     bool finished(const Job& job, const TextResult& r);
+    // CORS headers and OPTIONS, 405, then the API key; true when answered.
+    bool pre_route(const httplib::Request& req, httplib::Response& res);
+    SessionOptions session_options(const httplib::Request& req) const;
 
     Runtime& runtime;
     std::shared_ptr<const Model> model;
@@ -202,8 +243,75 @@ struct OpenAiServer::Impl {
     std::string chat_unavailable;
     std::atomic<uint64_t> next_id{0};
     LiveSessions live;
+    ApiKeys keys;
+    PrefixCacheMode prefix_mode;
+    int32_t n_ctx;               // every request's session
+    size_t max_bytes_per_token;  // 0: prompts are not refused by length before tokenizing
     int port = -1;
 };
+
+bool OpenAiServer::Impl::pre_route(const httplib::Request& req, httplib::Response& res) {
+    const std::string route = known_route(req.path);
+    const std::string origin = req.get_header_value("Origin");
+    bool cors = false;
+    for (const std::string& allowed : o.cors_origins)
+        cors = cors || (!origin.empty() && (allowed == "*" || allowed == origin));
+    if (cors) {
+        const bool any =
+            std::find(o.cors_origins.begin(), o.cors_origins.end(), "*") != o.cors_origins.end();
+        res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+        if (!any) res.set_header("Vary", "Origin");
+        res.set_header("Access-Control-Expose-Headers", "Retry-After");
+    }
+    const std::string allow = allowed_methods(route);
+    if (req.method == "OPTIONS" && !allow.empty()) {
+        // A preflight carries no credentials: answered before the key check.
+        res.status = 204;
+        res.set_header("Allow", allow);
+        if (cors) {
+            res.set_header("Access-Control-Allow-Methods", allow);
+            res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+            res.set_header("Access-Control-Max-Age", "600");
+        }
+        metrics.request(route, 204);
+        return true;
+    }
+    if (!allow.empty() && !method_in(allow, req.method)) {
+        res.set_header("Allow", allow);
+        send_error(res, 405,
+                   // The route's name, not the path: the path may be any bytes.
+                   req.method + " is not allowed on " + route + " (allowed: " + allow + ")",
+                   "invalid_request_error", "", "method_not_allowed");
+        metrics.request(route, 405);
+        return true;
+    }
+    if (keys.empty() || req.path == "/health") return false;
+    if (keys.match_authorization(req.get_header_value("Authorization"))) return false;
+    res.set_header("WWW-Authenticate", "Bearer realm=\"dwell\"");
+    send_error(res, 401, "a valid API key is required (Authorization: Bearer KEY)",
+               "invalid_request_error", "", "invalid_api_key");
+    metrics.request(route, 401);
+    return true;
+}
+
+SessionOptions OpenAiServer::Impl::session_options(const httplib::Request& req) const {
+    SessionOptions so;
+    so.n_ctx = n_ctx;
+    switch (prefix_mode) {
+        case PrefixCacheMode::Shared:
+            break;
+        case PrefixCacheMode::PerKey:
+            // The key's index (pre_route let only known keys in): one scope
+            // per key, none derived from the key itself.
+            if (const auto k = keys.match_authorization(req.get_header_value("Authorization")))
+                so.prefix_scope = *k + 1;
+            break;
+        case PrefixCacheMode::Off:
+            so.prefix_cache = false;
+            break;
+    }
+    return so;
+}
 
 HttpFront::Handler OpenAiServer::Impl::request_handler() {
     return [this](httplib::Stream& stream, bool close) {
@@ -229,14 +337,8 @@ void OpenAiServer::Impl::routes() {
     http.set_keep_alive_max_count(1000);
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-        if (o.api_key.empty() || req.path == "/health")
-            return httplib::Server::HandlerResponse::Unhandled;
-        if (req.get_header_value("Authorization") == "Bearer " + o.api_key)
-            return httplib::Server::HandlerResponse::Unhandled;
-        send_error(res, 401, "a valid API key is required (Authorization: Bearer KEY)",
-                   "invalid_request_error");
-        metrics.request(known_route(req.path), 401);
-        return httplib::Server::HandlerResponse::Handled;
+        return pre_route(req, res) ? httplib::Server::HandlerResponse::Handled
+                                   : httplib::Server::HandlerResponse::Unhandled;
     });
     http.set_error_handler(never_throws([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
@@ -277,14 +379,23 @@ void OpenAiServer::Impl::routes() {
         res.set_content(metrics.render(g), "text/plain; version=0.0.4");
         metrics.request("/metrics", 200);
     });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-        send_json(res, 200,
-                  {{"object", "list"},
-                   {"data", json::array({{{"id", o.model_name},
-                                          {"object", "model"},
-                                          {"created", 0},
-                                          {"owned_by", "dwell"}}})}});
+    const json model_object = {
+        {"id", o.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "dwell"}};
+    http.Get("/v1/models", [this, model_object](const httplib::Request&, httplib::Response& res) {
+        send_json(res, 200, {{"object", "list"}, {"data", json::array({model_object})}});
         metrics.request("/v1/models", 200);
+    });
+    http.Get(R"(/v1/models/(.+))", [this, model_object](const httplib::Request& req,
+                                                        httplib::Response& res) {
+        if (req.matches[1] == o.model_name) {
+            send_json(res, 200, model_object);
+            metrics.request("/v1/models/{id}", 200);
+            return;
+        }
+        // The id asked for is not echoed: it may be any bytes.
+        send_error(res, 404, "no model of that id: this server has '" + o.model_name + "' only",
+                   "invalid_request_error", "model", "model_not_found");
+        metrics.request("/v1/models/{id}", 404);
     });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
         completion(req, res, false);
@@ -297,13 +408,39 @@ void OpenAiServer::Impl::routes() {
 void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Response& res,
                                     bool chat_api) {
     const std::string endpoint = chat_api ? "/v1/chat/completions" : "/v1/completions";
+    const std::string prompt_param = chat_api ? "messages" : "prompt";
+    const auto too_long = [&](const std::string& what) {
+        return RequestError(400,
+                            what + "; the context holds " + std::to_string(n_ctx) +
+                                " tokens, one of them for the reply (shorten the " + prompt_param +
+                                ")",
+                            prompt_param, "invalid_request_error", "context_length_exceeded");
+    };
     auto job = std::make_shared<Job>();
     try {
         job->request = parse_completion_body(req.body, chat_api, o.max_tokens_limit);
         if (chat_api && !chat) throw RequestError(400, chat_unavailable, "messages");
+        // What is refused by the request alone is refused before it waits
+        // for a place: control texts, and a prompt too long by its bytes.
+        std::string text;
+        if (chat_api) {
+            if (const auto hit = chat->find_control_text(job->request.messages)) {
+                const std::string p = "messages[" + std::to_string(hit->message) + "].content";
+                throw RequestError(400,
+                                   "'" + p + "' contains the chat template's control text '" +
+                                       hit->text + "', which may not appear in a message",
+                                   p);
+            }
+            text = chat->chat_template().render(job->request.messages, true);
+        } else {
+            text = std::move(job->request.prompt);
+        }
         const Tokenizer& tok = model->tokenizer();
-        job->text.prompt = chat_api ? chat->encode(job->request.messages, true)
-                                    : tok.encode(job->request.prompt, true);
+        if (const int64_t at_least =
+                min_prompt_tokens(text.size(), max_bytes_per_token, tok.wants_bos());
+            at_least >= n_ctx)
+            throw too_long("the prompt is " + std::to_string(text.size()) + " bytes, at least " +
+                           std::to_string(at_least) + " tokens");
         if (chat_api) job->text.stop_tokens = chat->stop_tokens();
         job->text.stop = job->request.stop;
         SamplerParams& sp = job->text.sampling;
@@ -312,6 +449,7 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
         sp.top_k = 0;
         sp.min_p = 0;
         sp.seed = job->request.seed ? *job->request.seed : std::random_device{}();
+        (void)Sampler(sp);  // its checks, before the 200
 
         auto slot = admission.enter();
         if (!slot && admission.closed())
@@ -326,29 +464,32 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
         }
         job->slot.emplace(std::move(*slot));
 
-        SessionOptions so;
-        so.n_ctx = o.n_ctx;
-        job->session = std::make_unique<Session>(runtime, model, so);
+        // Tokenized only once admitted: at most `parallel` prompts' tokens
+        // are in memory at once.
+        job->text.prompt =
+            chat_api ? chat->encode(job->request.messages, true) : tok.encode(text, true);
+        text = {};
+        const auto prompt_size = static_cast<int32_t>(job->text.prompt.size());
+        if (prompt_size >= n_ctx)
+            throw too_long("the prompt is " + std::to_string(prompt_size) + " tokens");
+        job->session = std::make_unique<Session>(runtime, model, session_options(req));
         job->registration = std::make_unique<LiveRegistration>(live, job->session.get());
-        const auto room = job->session->n_ctx() - static_cast<int32_t>(job->text.prompt.size());
-        if (room < 1)
-            throw RequestError(400,
-                               "the prompt is " + std::to_string(job->text.prompt.size()) +
-                                   " tokens; the context holds " +
-                                   std::to_string(job->session->n_ctx()),
-                               chat_api ? "messages" : "prompt");
+        const int32_t room = job->session->n_ctx() - prompt_size;
         job->text.max_tokens = std::min(
             job->request.max_tokens > 0 ? job->request.max_tokens : o.default_max_tokens, room);
-        // The prompt runs before the reply starts, so that its failures
-        // (budget, context) still get their own status code.
+        // The prompt runs, and the KV pages of the whole reply are taken,
+        // before the reply starts: running out of memory is a 503 then, not
+        // a reply broken off.
         const auto t0 = Clock::now();
         job->session->decode(job->text.prompt);
+        job->session->reserve(job->text.max_tokens);
         job->prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-        job->prompt_tokens = static_cast<int32_t>(job->text.prompt.size());
+        job->prompt_tokens = prompt_size;
+        job->cached_tokens = static_cast<int32_t>(job->session->n_cached_tokens());
         job->text.prompt.clear();
         job->text.deadline = Clock::now() + std::chrono::seconds(o.request_seconds);
     } catch (const RequestError& e) {
-        send_error(res, e.status(), e.what(), e.type(), e.param());
+        send_error(res, e.status(), e.what(), e.type(), e.param(), e.code());
         metrics.request(endpoint, e.status());
         return;
     } catch (const Error& e) {
@@ -360,20 +501,29 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
     }
     job->id = (chat_api ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id);
     metrics.request(endpoint, 200);
+    // A provider returning false closes the connection without the last
+    // chunk: what the client has is no complete reply.
     if (job->request.stream) {
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider(
             "text/event-stream", [this, job](size_t, httplib::DataSink& sink) {
-                return guarded_write(job->id, [&] { write_stream(*job, sink); });
+                return guarded_write(job->id, [&] { return write_stream(*job, sink); });
             });
     } else {
         // With a charset the type is not on httplib's compressible list: the
         // reply (and the probe spaces) reach the socket as written.
         res.set_chunked_content_provider(
             "application/json; charset=utf-8", [this, job](size_t, httplib::DataSink& sink) {
-                return guarded_write(job->id, [&] { write_whole(*job, sink); });
+                return guarded_write(job->id, [&] { return write_whole(*job, sink); });
             });
     }
+}
+
+json usage(const Job& job, const TextResult& r) {
+    return {{"prompt_tokens", job.prompt_tokens},
+            {"completion_tokens", r.completion_tokens},
+            {"total_tokens", job.prompt_tokens + r.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens}}}};
 }
 
 json OpenAiServer::Impl::final_body(const Job& job, const TextResult& r) const {
@@ -389,10 +539,7 @@ json OpenAiServer::Impl::final_body(const Job& job, const TextResult& r) const {
             {"created", unix_seconds()},
             {"model", o.model_name},
             {"choices", json::array({choice})},
-            {"usage",
-             {{"prompt_tokens", job.prompt_tokens},
-              {"completion_tokens", r.completion_tokens},
-              {"total_tokens", job.prompt_tokens + r.completion_tokens}}}};
+            {"usage", usage(job, r)}};
 }
 
 // Counts the reply's tokens; false when its client went away (nothing more
@@ -405,7 +552,7 @@ bool OpenAiServer::Impl::finished(const Job& job, const TextResult& r) {
     return false;
 }
 
-void OpenAiServer::Impl::write_whole(Job& job, httplib::DataSink& sink) {
+bool OpenAiServer::Impl::write_whole(Job& job, httplib::DataSink& sink) {
     // A space now and then (JSON allows leading whitespace) finds out
     // whether the client is still there while a long reply is generated.
     int deltas = 0;
@@ -415,19 +562,22 @@ void OpenAiServer::Impl::write_whole(Job& job, httplib::DataSink& sink) {
             return ++deltas % 64 != 0 || sink.write(" ", 1);
         });
     } catch (const std::exception& e) {
-        // An exception out of a content provider would end the process.
-        const std::string body = json_text(error_body(e.what(), "server_error"));
-        sink.write(body.data(), body.size());
-        sink.done();
-        return;
+        // The 200 is out: an error body would read as a reply. The
+        // connection closes without the last chunk instead, which every
+        // HTTP client reports as a failed request. (An exception out of a
+        // content provider would end the process.)
+        spdlog::error("{}: the reply failed after its 200 was sent, connection closed: {}", job.id,
+                      e.what());
+        return false;
     }
-    if (!finished(job, r)) return;
+    if (!finished(job, r)) return false;
     const std::string body = json_text(final_body(job, r)) + "\n";
     sink.write(body.data(), body.size());
     sink.done();
+    return true;
 }
 
-void OpenAiServer::Impl::write_stream(Job& job, httplib::DataSink& sink) {
+bool OpenAiServer::Impl::write_stream(Job& job, httplib::DataSink& sink) {
     const bool chat_api = job.request.chat;
     const int64_t created = unix_seconds();
     const auto chunk = [&](json delta_or_text, const json& finish) {
@@ -445,7 +595,7 @@ void OpenAiServer::Impl::write_stream(Job& job, httplib::DataSink& sink) {
     };
     if (chat_api &&
         !send_event(sink, json_text(chunk({{"role", "assistant"}, {"content", ""}}, nullptr))))
-        return;
+        return false;
     TextResult r;
     try {
         r = generate_text(*job.session, job.text, [&](std::string_view delta) {
@@ -454,24 +604,26 @@ void OpenAiServer::Impl::write_stream(Job& job, httplib::DataSink& sink) {
             return send_event(sink, json_text(chunk(d, nullptr)));
         });
     } catch (const std::exception& e) {
+        // An error event and no [DONE]: OpenAI's clients raise on an event
+        // holding "error", and a stream without [DONE] did not complete.
+        spdlog::error("{}: the streamed reply failed: {}", job.id, e.what());
         send_event(sink, json_text(error_body(e.what(), "server_error")));
         sink.done();
-        return;
+        return true;
     }
-    if (!finished(job, r)) return;
+    if (!finished(job, r)) return false;
     const char* finish = r.finish == FinishReason::Stop ? "stop" : "length";
     send_event(sink, json_text(chunk(chat_api ? json::object() : json(""), finish)));
     if (job.request.include_usage) {
         json usage = chunk(json::object(), nullptr);
         usage["choices"] = json::array();
-        usage["usage"] = {{"prompt_tokens", job.prompt_tokens},
-                          {"completion_tokens", r.completion_tokens},
-                          {"total_tokens", job.prompt_tokens + r.completion_tokens}};
+        usage["usage"] = dwell::server::usage(job, r);
         send_event(sink, json_text(usage));
     }
     const std::string done = "data: [DONE]\n\n";
     sink.write(done.data(), done.size());
     sink.done();
+    return true;
 }
 
 OpenAiServer::OpenAiServer(Runtime& runtime, std::shared_ptr<const Model> model,

@@ -1,10 +1,17 @@
 // `dwell serve`: an OpenAI-compatible HTTP API over one model —
-// GET /v1/models, POST /v1/completions and /v1/chat/completions (streamed
-// as server-sent events with stream: true), GET /health, GET /metrics.
+// GET /v1/models and /v1/models/{id}, POST /v1/completions and
+// /v1/chat/completions (streamed as server-sent events with stream: true),
+// GET /health, GET /metrics; CORS for the origins configured.
 //
 // Each request gets its own session (prompt prefixes are shared through
-// the runtime's paged KV cache). At most `parallel` requests generate at
-// once and `max_queue` more wait; beyond that: 503 with Retry-After. A
+// the runtime's paged KV cache, within one API key by default). At most
+// `parallel` requests generate at once and `max_queue` more wait; beyond
+// that: 503 with Retry-After. A prompt is tokenized only once admitted, and
+// one that cannot fit the context by its length alone is refused before.
+// Everything that can fail before the first token (the prompt, the KV
+// memory of the whole reply) is checked before the 200; a reply that fails
+// later ends as an error: a streamed one with an error event and no
+// [DONE], a whole one with its connection closed before the body ends. A
 // client that goes away cancels its generation. Requests are read whole
 // before a thread works on them, under a deadline and per-peer caps
 // (http_front.hpp); no byte a client sends can crash it.
@@ -17,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dwell/core/chat_prompt.hpp"
 
@@ -27,10 +35,22 @@ class Runtime;
 
 namespace dwell::server {
 
+// Who shares the runtime's prefix cache (a prompt whose start another
+// request computed answers faster, which a client can time).
+enum class PrefixCacheMode {
+    Shared,  // every request
+    PerKey,  // requests with the same API key
+    Off,
+};
+
 struct ServerOptions {
     std::string host = "127.0.0.1";
-    int port = 8080;                  // 0: any free port (see bound_port())
-    std::string api_key;              // non-empty: requests need "Authorization: Bearer KEY"
+    int port = 8080;                    // 0: any free port (see bound_port())
+    std::vector<std::string> api_keys;  // non-empty: requests need "Authorization: Bearer KEY"
+    // Origins a browser may call from ("*": any); empty: no CORS headers.
+    std::vector<std::string> cors_origins;
+    // Default: PerKey with API keys, Shared without.
+    std::optional<PrefixCacheMode> prefix_cache;
     int32_t parallel = 2;             // requests generating at once
     int32_t max_queue = 16;           // more requests waiting for a place
     size_t max_body_bytes = 1 << 20;  // larger bodies: 413

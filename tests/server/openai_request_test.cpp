@@ -1,11 +1,20 @@
 // Request bodies of the OpenAI-compatible server: a valid body gives the
 // fields it holds, and each limit on what a body may hold (nesting, message
-// count, stop strings, max_tokens, n) is a 400 naming the field.
+// count, stop strings, max_tokens, n) and each field dwell does not
+// implement is a 400 naming the field; the byte bound on prompts against
+// the tokenizer; API keys.
 #include "openai_request.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include "api_keys.hpp"
+#include "dwell/core/tokenizer.hpp"
+#include "test_paths.hpp"
 
 namespace {
 
@@ -125,3 +134,122 @@ TEST(OpenAiRequest, MaxTokensAndNOutOfRangeAreRefused) {
 }
 
 }  // namespace
+
+namespace more {
+
+using dwell::server::ApiKeys;
+using dwell::server::max_text_bytes_per_token;
+using dwell::server::min_prompt_tokens;
+using dwell::server::split_keys;
+
+TEST(OpenAiRequest, TopPZeroMeansGreedy) {
+    const CompletionRequest r =
+        parse_completion_body(R"({"prompt": "x", "temperature": 1.2, "top_p": 0})", false, 4096);
+    EXPECT_EQ(r.temperature, 0.0f);
+    EXPECT_EQ(r.top_p, 1.0f);
+    EXPECT_EQ(parse_completion_body(R"({"prompt": "x", "top_p": 0.5})", false, 4096).top_p, 0.5f);
+}
+
+TEST(OpenAiRequest, UnimplementedFieldsAreRefusedNamingThem) {
+    for (const char* field :
+         {R"("response_format": {"type": "json_object"})", R"("tools": [{"type": "function"}])",
+          R"("tool_choice": "auto")", R"("functions": [{"name": "f"}])",
+          R"("function_call": "auto")", R"("logprobs": true)", R"("logprobs": 3)",
+          R"("top_logprobs": 1)", R"("logit_bias": {"7": 1})", R"("presence_penalty": 1)",
+          R"("frequency_penalty": 0.1)", R"("suffix": "x")", R"("best_of": 2)",
+          R"("echo": true)"}) {
+        const std::string f = field;
+        const std::string name = f.substr(1, f.find('"', 1) - 1);
+        try {
+            (void)parse_completion_body(R"({"prompt": "x", )" + f + "}", false, 4096);
+            ADD_FAILURE() << "accepted " << f;
+        } catch (const RequestError& e) {
+            EXPECT_EQ(e.status(), 400) << f;
+            EXPECT_EQ(e.param(), name) << f;
+            EXPECT_EQ(e.code(), "unsupported_parameter") << f;
+            EXPECT_EQ(std::string(e.what()), "'" + name + "' is not supported by dwell yet");
+        }
+    }
+    // Neutral values ask for nothing.
+    EXPECT_NO_THROW((void)parse_completion_body(
+        R"({"prompt": "x", "response_format": {"type": "text"}, "tools": [], "tool_choice": "none",
+            "logprobs": false, "top_logprobs": null, "logit_bias": {}, "presence_penalty": 0,
+            "frequency_penalty": 0.0, "suffix": "", "best_of": 1, "echo": false, "user": "u"})",
+        false, 4096));
+    expect_refused(R"({"prompt": "x", "presence_penalty": 3})", false, "presence_penalty",
+                   "'presence_penalty' must be between -2.0 and 2.0");
+}
+
+// The byte bound the server refuses long prompts by, against what the
+// tokenizer really makes of texts built to need few tokens: never more
+// tokens than the bound says are the least.
+TEST(PromptBound, NoTextEncodesToFewerTokensThanTheBound) {
+    DWELL_REQUIRE_MODEL(path, "tok512.model");
+    const dwell::Tokenizer tok = dwell::Tokenizer::from_model_file(path);
+    const size_t per_token = max_text_bytes_per_token(tok);
+    ASSERT_GT(per_token, 0u);
+    // The longest piece's bytes, repeated: the fewest tokens per byte.
+    std::string longest;
+    for (int32_t id = 0; id < tok.n_vocab(); ++id)
+        if (tok.token_bytes(id).size() > longest.size()) longest = tok.token_bytes(id);
+    std::vector<std::string> texts = {"",
+                                      "a",
+                                      longest,
+                                      "Once upon a time there was a cat.",
+                                      std::string(3000, 'a'),
+                                      "naïve façade Привет 😀"};
+    std::string repeated;
+    for (int i = 0; i < 200; ++i) repeated += longest;
+    texts.push_back(repeated);
+    std::string bytes;
+    for (int i = 0; i < 4096; ++i) bytes += static_cast<char>((i * 37 + 11) % 256);
+    texts.push_back(bytes);
+    for (const std::string& t : texts) {
+        const auto ids = tok.encode(t, true);
+        EXPECT_GE(static_cast<int64_t>(ids.size()), min_prompt_tokens(t.size(), per_token, true))
+            << t.substr(0, 40);
+    }
+    EXPECT_EQ(min_prompt_tokens(10, 0, true), 0);  // no bound: never refused by bytes
+    EXPECT_EQ(min_prompt_tokens(10, 4, true), 4);  // ceil(10 / 4) + BOS
+}
+
+TEST(ApiKeys, EachKeyHasItsIndexAndAnythingElseNone) {
+    const ApiKeys keys({"alpha", "beta-key"});
+    EXPECT_EQ(keys.match("alpha"), 0u);
+    EXPECT_EQ(keys.match("beta-key"), 1u);
+    EXPECT_FALSE(keys.match("alph"));
+    EXPECT_FALSE(keys.match("alphaa"));
+    EXPECT_FALSE(keys.match(""));
+    EXPECT_EQ(keys.match_authorization("Bearer beta-key"), 1u);
+    EXPECT_EQ(keys.match_authorization("bearer alpha"), 0u);
+    EXPECT_FALSE(keys.match_authorization("Bearer"));
+    EXPECT_FALSE(keys.match_authorization("Basic alpha"));
+    EXPECT_FALSE(keys.match_authorization("alpha"));
+    EXPECT_THROW(ApiKeys({"ok", ""}), std::invalid_argument);
+    EXPECT_EQ(split_keys({"a, b", "c,,", " "}), (std::vector<std::string>{"a", "b", "c"}));
+}
+
+TEST(ApiKeys, AKeyFileHoldsOneKeyALine) {
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("dwell-keys-" + std::to_string(::getpid()) + ".txt");
+    {
+        std::ofstream out(path);
+        out << "# keys of the team\n  first-key  \n\nsecond,key\r\n";
+    }
+    EXPECT_EQ(dwell::server::read_key_file(path.string()),
+              (std::vector<std::string>{"first-key", "second,key"}));
+    {
+        std::ofstream out(path);
+        out << "# none yet\n\n";
+    }
+    try {
+        (void)dwell::server::read_key_file(path.string());
+        ADD_FAILURE() << "no key, accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()), path.string() + " holds no key");
+    }
+    std::filesystem::remove(path);
+    EXPECT_THROW((void)dwell::server::read_key_file(path.string()), std::runtime_error);
+}
+
+}  // namespace more

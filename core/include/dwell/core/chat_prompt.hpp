@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,13 @@ public:
     // forge turns), naming the message and the text.
     std::vector<int32_t> encode(const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt) const;
+    // The first message holding one of ChatTemplate::control_texts() (token
+    // of the vocabulary or not) and that text; check_contents() throws it.
+    struct ControlText {
+        size_t message = 0;
+        std::string text;
+    };
+    std::optional<ControlText> find_control_text(const std::vector<ChatMessage>& messages) const;
     void check_contents(const std::vector<ChatMessage>& messages) const;
     // Text with special-token texts in it -> ids (no BOS).
     std::vector<int32_t> encode_text(const std::string& text) const;

@@ -93,6 +93,13 @@ public:
     // Texts of the special tokens render() may emit (see the file comment).
     const std::vector<std::string>& special_tokens() const { return special_tokens_; }
 
+    // Every text that has a meaning in the family's prompt format (turn
+    // markers, the BOS and EOS texts), whether or not a model's vocabulary
+    // has it as one token: where it is plain text the model was still
+    // trained to read it as a turn, so a message holding one could forge
+    // turns. A superset of special_tokens().
+    const std::vector<std::string>& control_texts() const { return control_texts_; }
+
 private:
     enum class Family { Llama2, Llama3, ChatML, Mistral, MistralV3, Gemma, Phi3, Zephyr };
     explicit ChatTemplate(Family family);
@@ -101,6 +108,7 @@ private:
     std::string name_;
     std::vector<std::string> stop_strings_;
     std::vector<std::string> special_tokens_;
+    std::vector<std::string> control_texts_;
 };
 
 // The model's tokenizer.chat_template metadata string (for GGUF files and

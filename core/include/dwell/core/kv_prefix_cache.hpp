@@ -65,6 +65,7 @@ public:
 private:
     struct Entry {
         uint64_t model_id = 0;  // to forget a model's entries
+        uint64_t parent = 0;    // key of the entry before (or the root)
         std::vector<int32_t> tokens;
         std::vector<int32_t> page_ids;
         std::vector<float> logits;

@@ -45,6 +45,12 @@ struct SessionOptions {
     std::optional<dwell_dtype> kv_dtype;  // default: the manifest's [kv] dtype
     ContextFull on_full = ContextFull::Stop;
     int32_t n_keep = 0;  // with Shift: positions never dropped (e.g. a system prompt)
+    // The runtime's prefix cache lets sessions adopt pages another session
+    // computed for the same prompt start, which a client can time. Sessions
+    // of different scopes never share cached pages (a server keeps each API
+    // key's prompts apart); 0 is the scope every session gets by default.
+    uint64_t prefix_scope = 0;
+    bool prefix_cache = true;  // false: this session neither adopts nor offers pages
 };
 
 // What a host keeps in a session file beside the conversation itself.
@@ -83,6 +89,11 @@ public:
     // The returned span stays valid until the next decode() call, whether
     // that call succeeds or not.
     std::span<const float> decode(std::span<const int32_t> tokens, bool all_logits = false);
+
+    // Takes the KV pages for the next n positions (capped at the context)
+    // now, so that decoding them cannot run out of memory later. Throws
+    // DWELL_ERR_OUT_OF_MEMORY, with nothing taken, when they do not fit.
+    void reserve(int32_t n);
 
     // Makes the running (or the next) decode() stop between two batches, and
     // generate() between two tokens, with DWELL_ERR_CANCELLED. The flag
@@ -123,6 +134,8 @@ public:
     // Positions dropped by context shifts so far.
     int64_t n_shifted() const { return n_shifted_; }
     int32_t n_past() const { return n_past_; }
+    // Tokens decode() took from the prefix cache instead of computing them.
+    int64_t n_cached_tokens() const { return n_cached_; }
     int32_t n_ctx() const { return n_ctx_; }
     const std::vector<int32_t>& tokens() const { return tokens_; }
     const Model& model() const { return *model_; }
@@ -159,8 +172,10 @@ private:
     Scheduler scheduler_;
     PoolBuffer arena_;
     int32_t n_past_ = 0;
-    std::vector<int32_t> tokens_;      // the n_past_ tokens in the cache
-    uint64_t prefix_root_ = 0;         // prefix-cache key of the empty prefix
+    std::vector<int32_t> tokens_;  // the n_past_ tokens in the cache
+    uint64_t prefix_root_ = 0;     // prefix-cache key of the empty prefix (scope included)
+    bool prefix_cache_ = true;
+    int64_t n_cached_ = 0;
     std::vector<uint64_t> page_keys_;  // prefix-cache key after each full page offered
     std::vector<float> logits_;
     std::string placement_summary_;
