@@ -414,7 +414,9 @@ int main(int argc, char** argv) {
     }
     auto logger = spdlog::stderr_color_mt("dwell");
     spdlog::set_default_logger(logger);
-    spdlog::set_level(vm.count("verbose") ? spdlog::level::info : spdlog::level::warn);
+    // The runtime's warnings name the generated manifest; the program says
+    // the same in its own words.
+    spdlog::set_level(vm.count("verbose") ? spdlog::level::info : spdlog::level::err);
     try {
         return dwell::conformance::run(vm);
     } catch (const dwell::conformance::UsageError& e) {
