@@ -247,7 +247,8 @@ int run(const po::variables_map& vm) {
             return kUsage;
         }
         const std::string want = info.name ? info.name : "";
-        if (want != first.device_info().name) {
+        const char* chosen = first.device_info().name;
+        if (want != (chosen ? chosen : "")) {
             runtime.reset();
             runtime = make_runtime(s, dir, want);
         }
