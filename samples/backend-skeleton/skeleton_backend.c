@@ -4,7 +4,7 @@
  * on the next backend the manifest lists. Start a vendor plugin from here:
  * replace device_info with your probe, the loops in graph_compute with
  * calls into your library, and claim more ops in supports_op as your
- * kernels pass tests/backend_conformance.
+ * kernels pass dwell-conformance (conformance.toml lists the rest).
  *
  * Thread-safety: the host calls a context from one thread at a time; the
  * plugin-level calls (device_count, device_info) touch no state.

@@ -1,7 +1,7 @@
 // Graphs for op tests, owning their tensors' memory, with random data and
 // reference decoders written independently of any backend (plain bit
-// arithmetic and double precision). Used by the cpu backend's tests and by
-// the backend conformance suite.
+// arithmetic and double precision). Used by dwell-conformance and by the
+// cpu backend's tests.
 #pragma once
 
 #include <algorithm>

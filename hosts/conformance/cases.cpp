@@ -1,62 +1,16 @@
-// The backend conformance suite: every IR op the graph contract defines,
-// over each weight / cache dtype and a few representative shapes, run as a
-// one-node graph on every backend plugin this build has (through the
-// runtime, as the scheduler runs them) and compared with a reference
-// computed here in double precision from the contract in sdk/graph.h.
-//
-// A backend may decline a case in supports_op (the scheduler then falls
-// back); what it accepts must match within the op's tolerance. The cpu
-// backend, the reference implementation, must accept every case. A new
-// backend adds its plugin name to kBackends and runs this first.
-#include <gtest/gtest.h>
-#include <stdlib.h>
-#include <unistd.h>
+// The conformance cases and their double-precision references (cases.hpp).
+#include "cases.hpp"
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <functional>
-#include <memory>
 #include <numeric>
-#include <string>
-#include <vector>
 
-#include "dwell/core/runtime.hpp"
 #include "dwell/quant.h"
 #include "fp8_key_reference.hpp"
-#include "op_test_graph.hpp"
-#include "test_paths.hpp"
 
-namespace dwell::test {
-namespace {
+namespace dwell::conformance {
 
-namespace fs = std::filesystem;
-
-// Plugin names; "opencl_adreno" is the opencl plugin with its Adreno-tuned
-// set forced (it runs on any OpenCL device: fp16 dequantization falls back
-// to f32 where cl_khr_fp16 is missing).
-// "hexagon" runs through the libcdsprpc.so test double (the DSP-side
-// kernels, built natively, play the DSP); "apu" and "nnrt" through their
-// vendor-library test doubles (tests/plugins/{apu,nnrt}_double).
-const char* const kBackends[] = {"cpu", "opencl", "opencl_adreno", "hexagon", "apu", "nnrt"};
-
-// One case: builds its graph (one node, the last) and the expected output.
-struct Case {
-    std::string name;
-    // Fills g; returns the reference values of the node's output, row-major.
-    std::function<std::vector<double>(OpTestGraph& g)> build;
-    // |got - want| <= tol * max(1, max |want|).
-    double tol;
-    // How to read the output: F32 values, I32 values, or rows of its dtype
-    // decoded (CPY to a quantized type).
-    enum class Out { F32, I32, Decoded } out = Out::F32;
-};
-
-double max_abs(const std::vector<double>& v) {
-    double m = 0;
-    for (double x : v) m = std::max(m, std::fabs(x));
-    return m;
-}
+using namespace dwell::test;
 
 // ---------------------------------------------------------------------------
 // References
@@ -70,6 +24,8 @@ std::vector<double> decode_rows(OpTestGraph& g, int id) {
     }
     return out;
 }
+
+namespace {
 
 std::vector<double> to_double(const std::vector<float>& v) {
     return {v.begin(), v.end()};
@@ -131,6 +87,8 @@ std::vector<double> round_to_cache(dwell_dtype t, const std::vector<float>& row)
     }
     return out;
 }
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // Cases
@@ -618,111 +576,4 @@ std::vector<Case> all_cases() {
     return cases;
 }
 
-// ---------------------------------------------------------------------------
-
-struct Param {
-    std::string backend;
-    size_t case_index;
-};
-
-void PrintTo(const Param& p, std::ostream* os) {
-    *os << p.backend << " case " << p.case_index;
-}
-
-class Conformance : public ::testing::TestWithParam<Param> {
-protected:
-    void SetUp() override {
-        dir_ = fs::temp_directory_path() / ("dwell-conformance-" + std::to_string(::getpid()));
-        fs::create_directories(dir_);
-        const fs::path manifest = dir_ / (GetParam().backend + ".toml");
-        {
-            std::ofstream m(manifest);
-            const std::string& b = GetParam().backend;
-            const bool adreno = b == "opencl_adreno";
-            m << "[device]\nname = \"conformance\"\n[[backend]]\nplugin = \""
-              << (adreno ? "opencl" : b) << "\"\n";
-            if (b == "cpu") m << "options = { threads = \"2\" }\n";
-            if (adreno) m << "options = { kernels = \"adreno\" }\n";
-        }
-#ifdef DWELL_TEST_FAKE_CDSPRPC
-        if (GetParam().backend == "hexagon")
-            ::setenv("DWELL_HEXAGON_FASTRPC_LIB", DWELL_TEST_FAKE_CDSPRPC, 1);
-#endif
-#ifdef DWELL_TEST_FAKE_NEURON
-        if (GetParam().backend == "apu")
-            ::setenv("DWELL_APU_NEURON_LIB", DWELL_TEST_FAKE_NEURON, 1);
-#endif
-#ifdef DWELL_TEST_FAKE_NNRT
-        if (GetParam().backend == "nnrt") ::setenv("DWELL_NNRT_LIB_DIR", DWELL_TEST_FAKE_NNRT, 1);
-#endif
-        RuntimeOptions o;
-        o.manifest = manifest;
-        o.require_backend = false;
-        runtime_ = std::make_unique<Runtime>(o);
-        if (runtime_->backends().empty()) {
-            std::string why = "not found";
-            for (const auto& c : runtime_->backend_choices()) why = c.reason;
-            // Absent hardware skips; a plugin failing on a device it found fails.
-            ASSERT_EQ(why.find("initialisation failed"), std::string::npos) << why;
-            GTEST_SKIP() << GetParam().backend << " backend unavailable: " << why;
-        }
-    }
-    void TearDown() override {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
-
-    fs::path dir_;
-    std::unique_ptr<Runtime> runtime_;
-};
-
-TEST_P(Conformance, MatchesTheReference) {
-    static const std::vector<Case> cases = all_cases();
-    const Case& c = cases[GetParam().case_index];
-    const Backend& be = *runtime_->backends().front();
-    OpTestGraph g;
-    const std::vector<double> want = c.build(g);
-    const dwell_graph cg = g.graph();
-    const int32_t node = cg.n_nodes - 1;
-    if (!be.api().supports_op(be.context(), &cg, node)) {
-        // The reference backend must take everything; others may decline.
-        ASSERT_NE(GetParam().backend, "cpu") << c.name << " declined: " << be.last_error();
-        GTEST_SKIP() << GetParam().backend << " declines " << c.name << ": " << be.last_error();
-    }
-    ASSERT_EQ(be.api().graph_compute(be.context(), &cg, &node, 1), DWELL_OK) << be.last_error();
-    const int out = dwell_graph_node(&cg, node)->output;
-    std::vector<double> got;
-    if (c.out == Case::Out::F32) got = to_double(g.f32(out));
-    if (c.out == Case::Out::Decoded) got = decode_rows(g, out);
-    if (c.out == Case::Out::I32) {
-        for (int32_t v : g.i32(out)) got.push_back(v);
-    }
-    ASSERT_EQ(got.size(), want.size());
-    const double bound = c.tol * std::max(1.0, max_abs(want));
-    size_t bad = 0;
-    double worst = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-        const double e = std::fabs(got[i] - want[i]);
-        if (!(e <= bound)) ++bad;
-        worst = std::max(worst, e);
-    }
-    EXPECT_EQ(bad, 0u) << c.name << " on " << GetParam().backend << ": worst error " << worst
-                       << " > " << bound;
-}
-
-std::vector<Param> params() {
-    std::vector<Param> p;
-    const size_t n = all_cases().size();
-    for (const char* b : kBackends)
-        for (size_t i = 0; i < n; ++i) p.push_back({b, i});
-    return p;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllOps, Conformance, ::testing::ValuesIn(params()),
-                         [](const ::testing::TestParamInfo<Param>& info) {
-                             return info.param.backend + "_" +
-                                    all_cases()[info.param.case_index].name;
-                         });
-
-}  // namespace
-}  // namespace dwell::test
+}  // namespace dwell::conformance

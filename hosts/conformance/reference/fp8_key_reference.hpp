@@ -1,5 +1,5 @@
 // FP8_E4M3 key caches (sdk quant.h, ABI 1.4) written out again from the
-// contract, for tests: offsets from the stored rows, the choice between the
+// contract, for dwell-conformance and tests: offsets from the stored rows, the choice between the
 // two neighbouring E4M3 values against the token's query, and decoding.
 // Independent of the SDK's encoder: values come from the OCP formula and
 // neighbours from a search over all 256 codes.
