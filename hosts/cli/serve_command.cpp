@@ -83,6 +83,9 @@ int serve_command(const std::vector<std::string>& args) {
         ("default-max-tokens", po::value(&so.default_max_tokens)->default_value(so.default_max_tokens), "max_tokens when a request gives none")
         ("request-seconds", po::value(&so.request_seconds)->default_value(so.request_seconds), "a reply generating longer ends with finish_reason length")
         ("max-body-kb", po::value<int64_t>()->default_value(1024), "largest request body in KiB (larger: 413)")
+        ("read-seconds", po::value(&so.request_read_seconds)->default_value(so.request_read_seconds), "a request's head and body must arrive within this (else 408)")
+        ("max-connections", po::value(&so.max_connections)->default_value(so.max_connections), "open connections in all; more get 503")
+        ("max-connections-per-peer", po::value(&so.max_connections_per_peer)->default_value(so.max_connections_per_peer), "open connections from one address; more get 503")
         ("ctx,c", po::value(&so.n_ctx)->default_value(0), "context size of each request's session (0: the model's)")
         ("chat-template", po::value(&so.chat_template), "chat template family instead of the model's (llama2, llama3, chatml, mistral, mistral-v3, gemma, phi3, zephyr; a model without one gets chatml)")
         ("model-name", po::value(&so.model_name), "model id in /v1/models (default: the file name)");
@@ -147,6 +150,16 @@ int serve_command(const std::vector<std::string>& args) {
     if (so.max_queue < 0 || so.max_queue > 4096)
         throw po::error("--max-queue " + std::to_string(so.max_queue) +
                         " is out of range (0..4096)");
+    if (so.request_read_seconds < 1 || so.request_read_seconds > 3600)
+        throw po::error("--read-seconds " + std::to_string(so.request_read_seconds) +
+                        " is out of range (1..3600)");
+    if (so.max_connections < 1 || so.max_connections > 65536)
+        throw po::error("--max-connections " + std::to_string(so.max_connections) +
+                        " is out of range (1..65536)");
+    if (so.max_connections_per_peer < 1 || so.max_connections_per_peer > so.max_connections)
+        throw po::error("--max-connections-per-peer " +
+                        std::to_string(so.max_connections_per_peer) + " is out of range (1.." +
+                        std::to_string(so.max_connections) + ", --max-connections)");
     if (so.max_tokens_limit < 1 || so.default_max_tokens < 1 || so.request_seconds < 1)
         throw po::error(
             "--max-tokens-limit, --default-max-tokens and --request-seconds must be >= 1");

@@ -721,6 +721,9 @@ TEST(ServeCommand, BadOptionValuesExit2BeforeTheModelLoads) {
         {{"--prefix-cache", "per-key"}, "--prefix-cache per-key needs API keys"},
         {{"--cors", " , "}, "--cors is empty"},
         {{"--api-key", ","}, "--api-key is empty"},
+        {{"--read-seconds", "0"}, "--read-seconds 0 is out of range"},
+        {{"--max-connections", "0"}, "--max-connections 0 is out of range"},
+        {{"--max-connections-per-peer", "600"}, "--max-connections-per-peer 600 is out of range"},
         {{"--api-key-file", "/nonexistent/keys"},
          "--api-key-file /nonexistent/keys cannot be read"},
     };
