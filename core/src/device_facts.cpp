@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "device_file.hpp"
+#include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/manifest.hpp"
 #include "dwell/core/printable_name.hpp"
@@ -262,17 +263,30 @@ DeviceFacts DeviceFacts::probe(const DeviceProbeOptions& options) {
     if (uname(&u) == 0) f.arch = u.machine;
 
     std::string props_text;
-    std::error_code ec;
     // Read whole, so bounded: a getprop dump is tens of KiB. An absent file
-    // reads as no properties, as before.
+    // reads as no properties, as before; a FIFO or a device is refused
+    // without blocking.
     constexpr uint64_t kMaxGetpropBytes = uint64_t{4} << 20;
+    const auto read_props = [](const fs::path& file, std::string_view what) {
+        DeviceFileRead r = read_device_file(file, kMaxGetpropBytes);
+        switch (r.status) {
+            case DeviceFileRead::Status::ok:
+                return std::move(r.text);
+            case DeviceFileRead::Status::absent:
+                return std::string();
+            case DeviceFileRead::Status::too_large:
+                // A regular file: read_text_file says how large against the limit.
+                return read_text_file(file, what, kMaxGetpropBytes);
+            case DeviceFileRead::Status::unreadable:
+            case DeviceFileRead::Status::not_regular:
+                break;
+        }
+        throw Error(DWELL_ERR_IO, r.problem + " (" + std::string(what) + ")");
+    };
     if (options.getprop_file) {
-        if (std::filesystem::exists(*options.getprop_file, ec))
-            props_text = read_text_file(*options.getprop_file, "the getprop file (--getprop)",
-                                        kMaxGetpropBytes);
+        props_text = read_props(*options.getprop_file, "the getprop file (--getprop)");
     } else if (root != "/") {
-        if (std::filesystem::exists(root / "getprop.txt", ec))
-            props_text = read_text_file(root / "getprop.txt", "the getprop file", kMaxGetpropBytes);
+        props_text = read_props(root / "getprop.txt", "the getprop file");
     } else {
         props_text = run_getprop();
     }

@@ -126,6 +126,24 @@ TEST_F(HostileTree, AFifoAnywhereIsRefusedByNameWithoutBlocking) {
     }
 }
 
+TEST_F(HostileTree, AFifoGetpropFileIsRefusedWithoutBlocking) {
+    fifo("getprop.txt");
+    EXPECT_TRUE(bounded([&] { return probe_refuses(root_, {"getprop.txt", "FIFO"}); }));
+    SetUp();
+    fifo("props");
+    EXPECT_TRUE(bounded([&] {
+        try {
+            DeviceProbeOptions o;
+            o.root = root_;
+            o.getprop_file = root_ / "props";
+            DeviceFacts::probe(o);
+        } catch (const Error& e) {
+            return std::string(e.what()).find("(--getprop)") != std::string::npos ? 0 : 2;
+        }
+        return 1;
+    }));
+}
+
 TEST_F(HostileTree, ALinkToDevZeroIsRefusedWithoutReadingIt) {
     for (const std::string rel : {"proc/cpuinfo", "sys/devices/soc0/soc_id", "proc/meminfo"}) {
         SCOPED_TRACE(rel);

@@ -129,9 +129,15 @@ protected:
     }
     std::vector<std::string> args(const std::string& command,
                                   std::vector<std::string> extra) const {
-        std::vector<std::string> a{command,       "-m",         model_.string(), "--sysroot",
-                                   root_.string(), "--manifest", manifest_.string(),
-                                   "--thermal",    "on"};
+        std::vector<std::string> a{command,
+                                   "-m",
+                                   model_.string(),
+                                   "--sysroot",
+                                   root_.string(),
+                                   "--manifest",
+                                   manifest_.string(),
+                                   "--thermal",
+                                   "on"};
         a.insert(a.end(), extra.begin(), extra.end());
         return a;
     }
@@ -155,8 +161,7 @@ TEST_F(HotSysroot, RunRestoresTheDevfreqCapOnSigintAndSigterm) {
 }
 
 TEST_F(HotSysroot, RunInteractiveStopsWhileWaitingForALine) {
-    Child c(args("run", {"-p", "Once", "-n", "2", "-i"}), dir_.path() / "out",
-            dir_.path() / "err");
+    Child c(args("run", {"-p", "Once", "-n", "2", "-i"}), dir_.path() / "out", dir_.path() / "err");
     ASSERT_TRUE(wait_for_cap(c)) << err();
     std::this_thread::sleep_for(300ms);  // the first reply is out: it reads stdin
     c.signal(SIGTERM);
@@ -165,8 +170,8 @@ TEST_F(HotSysroot, RunInteractiveStopsWhileWaitingForALine) {
 }
 
 TEST_F(HotSysroot, ChatRestoresTheDevfreqCapOnSigterm) {
-    Child c(args("chat", {"--chat-template", "chatml", "-n", "1000000", "-c", "256",
-                          "--ctx-full", "shift"}),
+    Child c(args("chat", {"--chat-template", "chatml", "-n", "1000000", "-c", "256", "--ctx-full",
+                          "shift"}),
             dir_.path() / "out", dir_.path() / "err");
     ASSERT_TRUE(wait_for_cap(c)) << err();
     // Ctrl-C while no reply runs only says how to leave.
@@ -185,12 +190,11 @@ TEST_F(HotSysroot, AFifoThermalZoneNeitherHangsDetectionNorTheGovernor) {
     ASSERT_EQ(::mkfifo((root_ / "sys/class/thermal/thermal_zone0/temp").c_str(), 0600), 0);
     {
         // Choosing a manifest probes the device: refused in one line.
-        Child c({"run", "-m", model_.string(), "-p", "Once", "-n", "2", "--sysroot",
-                 root_.string()},
-                dir_.path() / "out", dir_.path() / "err");
+        Child c(
+            {"run", "-m", model_.string(), "-p", "Once", "-n", "2", "--sysroot", root_.string()},
+            dir_.path() / "out", dir_.path() / "err");
         EXPECT_EQ(c.wait(20s), 1) << "hung or ran: " << err();
-        EXPECT_NE(err().find("thermal_zone0/temp is a FIFO, not a regular file"),
-                  std::string::npos)
+        EXPECT_NE(err().find("thermal_zone0/temp is a FIFO, not a regular file"), std::string::npos)
             << err();
     }
     // With --manifest only the governor reads it: an unreadable sensor.
