@@ -31,7 +31,8 @@ public:
     Child(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
         int in[2];
         if (::pipe(in) != 0) throw std::runtime_error("pipe");
-        std::vector<std::string> argv_s{dwell_binary().string()};
+        std::vector<std::string> argv_s = emulator_prefix();
+        argv_s.push_back(dwell_binary().string());
         argv_s.insert(argv_s.end(), args.begin(), args.end());
         pid_ = ::fork();
         if (pid_ == 0) {
@@ -43,7 +44,7 @@ public:
             std::vector<char*> argv;
             for (auto& a : argv_s) argv.push_back(a.data());
             argv.push_back(nullptr);
-            ::execv(argv[0], argv.data());
+            ::execvp(argv[0], argv.data());  // an emulator is found in PATH
             ::_exit(127);
         }
         ::close(in[0]);
