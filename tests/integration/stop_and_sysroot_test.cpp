@@ -128,6 +128,15 @@ protected:
         }
         return false;
     }
+    // Until `file` holds `text` (the command got that far).
+    bool wait_for_text(Child& c, const fs::path& file, const std::string& text) {
+        for (int i = 0; i < 500; ++i) {
+            if (read_file(file).find(text) != std::string::npos) return true;
+            if (!c.running()) return false;
+            std::this_thread::sleep_for(20ms);
+        }
+        return false;
+    }
     std::vector<std::string> args(const std::string& command,
                                   std::vector<std::string> extra) const {
         std::vector<std::string> a{command,
@@ -164,7 +173,9 @@ TEST_F(HotSysroot, RunRestoresTheDevfreqCapOnSigintAndSigterm) {
 TEST_F(HotSysroot, RunInteractiveStopsWhileWaitingForALine) {
     Child c(args("run", {"-p", "Once", "-n", "2", "-i"}), dir_.path() / "out", dir_.path() / "err");
     ASSERT_TRUE(wait_for_cap(c)) << err();
-    std::this_thread::sleep_for(300ms);  // the first reply is out: it reads stdin
+    // The first reply is out (its line ends): it reads stdin.
+    ASSERT_TRUE(wait_for_text(c, dir_.path() / "out", "\n")) << err();
+    std::this_thread::sleep_for(100ms);
     c.signal(SIGTERM);
     EXPECT_EQ(c.wait(20s), 143) << err();
     EXPECT_EQ(max_freq(), "3000000") << err();
@@ -175,6 +186,9 @@ TEST_F(HotSysroot, ChatRestoresTheDevfreqCapOnSigterm) {
                           "shift"}),
             dir_.path() / "out", dir_.path() / "err");
     ASSERT_TRUE(wait_for_cap(c)) << err();
+    // The banner comes once the chat takes signals (Ctrl-C while loading
+    // ends it).
+    ASSERT_TRUE(wait_for_text(c, dir_.path() / "err", "/quit\n")) << err();
     // Ctrl-C while no reply runs only says how to leave.
     c.signal(SIGINT);
     std::this_thread::sleep_for(300ms);
