@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "dwell/core/error.hpp"
-#include "printable_name.hpp"
+#include "dwell/core/printable_name.hpp"
 
 namespace dwell {
 namespace {

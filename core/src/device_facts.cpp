@@ -5,14 +5,18 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
+#include "device_file.hpp"
+#include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/manifest.hpp"
+#include "dwell/core/printable_name.hpp"
+#include "dwell/core/system_memory.hpp"
 #include "dwell/core/text_file.hpp"
 
 namespace dwell {
@@ -28,18 +32,20 @@ std::string trim(std::string s) {
     return s;
 }
 
+std::string first_line(const std::string& text) {
+    return trim(text.substr(0, text.find('\n')));
+}
+
 std::string read_first_line(const fs::path& p) {
-    std::ifstream in(p);
-    std::string line;
-    if (in) std::getline(in, line);
-    return trim(line);
+    return first_line(read_device_file_or_throw(p, kMaxDeviceValueBytes).value_or(""));
 }
 
 std::optional<int64_t> read_number(const fs::path& p) {
-    std::ifstream in(p);
+    const std::string line = read_first_line(p);
     int64_t v = 0;
-    if (in >> v) return v;
-    return std::nullopt;
+    const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
+    if (ec != std::errc() || end == line.data()) return std::nullopt;
+    return v;
 }
 
 std::string lower(std::string s) {
@@ -94,8 +100,12 @@ std::vector<int> above_lowest_tier(const std::vector<CpuCore>& cores, uint64_t C
     return out;
 }
 
+// Linux's NR_CPUS ceiling on arm64 and x86_64 builds.
+constexpr int kMaxCores = 8192;
+
 void read_cpus(const fs::path& root, DeviceFacts& f) {
-    std::ifstream cpuinfo(root / "proc/cpuinfo");
+    std::istringstream cpuinfo(
+        read_device_file_or_throw(root / "proc/cpuinfo", kMaxDeviceListingBytes).value_or(""));
     CpuCore* current = nullptr;
     bool arm = false, x86 = false;
     for (std::string line; std::getline(cpuinfo, line);) {
@@ -103,7 +113,14 @@ void read_cpus(const fs::path& root, DeviceFacts& f) {
         if (!field) continue;
         const auto& [key, value] = *field;
         if (key == "processor") {
-            f.cores.push_back(CpuCore{std::atoi(value.c_str()), {}, 0, 0});
+            int id = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), id);
+            // A core number the kernel never writes: the file is not a cpuinfo.
+            if (ec != std::errc() || id < 0 || id >= kMaxCores) continue;
+            // More entries than cores can exist: stop, so that a hostile file
+            // cannot make thousands of sysfs reads below.
+            if (f.cores.size() >= static_cast<size_t>(kMaxCores)) break;
+            f.cores.push_back(CpuCore{id, {}, 0, 0});
             current = &f.cores.back();
         } else if (key == "CPU part" && current) {
             current->part = value;
@@ -146,7 +163,8 @@ void read_thermal_zones(const fs::path& root, DeviceFacts& f) {
         const std::string name = e.path().filename().string();
         if (name.rfind("thermal_zone", 0) != 0) continue;
         ThermalZone z;
-        z.index = std::atoi(name.c_str() + 12);
+        if (std::from_chars(name.data() + 12, name.data() + name.size(), z.index).ec != std::errc())
+            continue;
         z.type = read_first_line(e.path() / "type");
         z.millicelsius = read_number(e.path() / "temp");
         f.thermal_zones.push_back(std::move(z));
@@ -156,12 +174,9 @@ void read_thermal_zones(const fs::path& root, DeviceFacts& f) {
 }
 
 uint64_t read_mem_total(const fs::path& root) {
-    std::ifstream in(root / "proc/meminfo");
-    for (std::string line; std::getline(in, line);) {
-        if (line.rfind("MemTotal:", 0) == 0)
-            return std::strtoull(line.c_str() + 9, nullptr, 10) * 1024;
-    }
-    return 0;
+    const std::optional<std::string> text =
+        read_device_file_or_throw(root / "proc/meminfo", kMaxDeviceListingBytes);
+    return text ? meminfo_field_bytes(*text, "MemTotal:") : 0;
 }
 
 std::string prop(const std::map<std::string, std::string>& p, const char* key) {
@@ -248,17 +263,30 @@ DeviceFacts DeviceFacts::probe(const DeviceProbeOptions& options) {
     if (uname(&u) == 0) f.arch = u.machine;
 
     std::string props_text;
-    std::error_code ec;
     // Read whole, so bounded: a getprop dump is tens of KiB. An absent file
-    // reads as no properties, as before.
+    // reads as no properties, as before; a FIFO or a device is refused
+    // without blocking.
     constexpr uint64_t kMaxGetpropBytes = uint64_t{4} << 20;
+    const auto read_props = [](const fs::path& file, std::string_view what) {
+        DeviceFileRead r = read_device_file(file, kMaxGetpropBytes);
+        switch (r.status) {
+            case DeviceFileRead::Status::ok:
+                return std::move(r.text);
+            case DeviceFileRead::Status::absent:
+                return std::string();
+            case DeviceFileRead::Status::too_large:
+                // A regular file: read_text_file says how large against the limit.
+                return read_text_file(file, what, kMaxGetpropBytes);
+            case DeviceFileRead::Status::unreadable:
+            case DeviceFileRead::Status::not_regular:
+                break;
+        }
+        throw Error(DWELL_ERR_IO, r.problem + " (" + std::string(what) + ")");
+    };
     if (options.getprop_file) {
-        if (std::filesystem::exists(*options.getprop_file, ec))
-            props_text = read_text_file(*options.getprop_file, "the getprop file (--getprop)",
-                                        kMaxGetpropBytes);
+        props_text = read_props(*options.getprop_file, "the getprop file (--getprop)");
     } else if (root != "/") {
-        if (std::filesystem::exists(root / "getprop.txt", ec))
-            props_text = read_text_file(root / "getprop.txt", "the getprop file", kMaxGetpropBytes);
+        props_text = read_props(root / "getprop.txt", "the getprop file");
     } else {
         props_text = run_getprop();
     }
@@ -282,17 +310,20 @@ DeviceFacts DeviceFacts::probe(const DeviceProbeOptions& options) {
 }
 
 std::string DeviceFacts::summary() const {
+    // Every fact is outside input (getprop, cpuinfo, the environment) and
+    // this line goes to the terminal and the log.
+    const auto shown = [](const std::string& s) { return printable_name(s, kShownFactChars); };
     std::string soc = !soc_model.empty()     ? soc_model
                       : !soc_machine.empty() ? soc_machine
                                              : hardware;
     std::vector<std::string> details;
-    if (!soc_manufacturer.empty()) details.push_back(soc_manufacturer);
-    if (!platform.empty()) details.push_back("platform " + platform);
-    if (!soc_id.empty()) details.push_back("soc_id " + soc_id);
-    std::string out = soc.empty() ? "unknown SoC" : soc;
+    if (!soc_manufacturer.empty()) details.push_back(shown(soc_manufacturer));
+    if (!platform.empty()) details.push_back("platform " + shown(platform));
+    if (!soc_id.empty()) details.push_back("soc_id " + shown(soc_id));
+    std::string out = soc.empty() ? "unknown SoC" : shown(soc);
     if (!details.empty()) out += " (" + join(details) + ")";
-    if (!product.empty()) out += ", " + product;
-    out += ", " + arch;
+    if (!product.empty()) out += ", " + shown(product);
+    out += ", " + shown(arch);
     if (!cores.empty()) {
         out += ", " + std::to_string(cores.size()) + " cores";
         if (!big_cores.empty() && big_cores.size() < cores.size())
@@ -320,12 +351,15 @@ std::string explain_match(const Manifest& m, const DeviceFacts& f) {
     std::vector<std::string> held, failed;
     for (const Rule& r : rules_of(m.match, f)) {
         if (r.list->empty()) continue;
+        const std::string fact = printable_name(r.fact, kShownFactChars);
         if (rule_holds(r, f)) {
-            held.push_back(std::string(r.name) + " " + r.fact + " is listed");
+            held.push_back(std::string(r.name) + " " + fact + " is listed");
         } else {
+            std::vector<std::string> list;
+            for (const std::string& v : *r.list) list.push_back(printable_name(v, kShownFactChars));
             failed.push_back(std::string(r.name) + ": this device has " +
-                             (r.fact.empty() ? "none" : r.fact) + ", the manifest lists " +
-                             join(*r.list));
+                             (r.fact.empty() ? "none" : fact) + ", the manifest lists " +
+                             join(list));
         }
     }
     if (held.empty() && failed.empty()) return "no match rules (chosen only by name)";

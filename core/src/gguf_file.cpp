@@ -21,7 +21,7 @@
 #include "dwell/core/error.hpp"
 #include "dwell/core/mapped_file.hpp"
 #include "posix_file.hpp"
-#include "printable_name.hpp"
+#include "dwell/core/printable_name.hpp"
 
 namespace dwell {
 namespace {

@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "dwell/core/error.hpp"
+#include "dwell/core/printable_name.hpp"
 #include "dwell/graph.h"
 #include "dwell/status.h"
 
@@ -471,10 +472,18 @@ private:
                 const toml::table& d = table_of(a[i], what);
                 check_keys(d, what, std::array{"path", "cap_khz"});
                 ThermalConfig::Devfreq df;
-                if (const toml::node* p = d.get("path"))
+                if (const toml::node* p = d.get("path")) {
                     df.path = string_of(*p, what + " path");
-                else
+                    // Its max_freq is written: the path must name a folder
+                    // inside the device root, never climb out of it.
+                    if (!devfreq_path_inside_root(df.path))
+                        fail(p->source().begin,
+                             what + " path '" + printable_name(df.path, 240) +
+                                 "' must be an absolute device path without '..' components "
+                                 "(e.g. /sys/class/devfreq/gpu)");
+                } else {
                     fail(d.source().begin, what + " needs a path (a devfreq device folder)");
+                }
                 if (const toml::node* k = d.get("cap_khz"))
                     df.cap_khz = int_of(*k, what + " cap_khz", 0, int64_t{100} << 20);
                 c.devfreq.push_back(df);

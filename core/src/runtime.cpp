@@ -12,6 +12,7 @@
 #include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/mapped_pages.hpp"
+#include "dwell/core/printable_name.hpp"
 #include "dwell/core/system_memory.hpp"
 
 namespace dwell {
@@ -118,8 +119,18 @@ Runtime::Runtime(const RuntimeOptions& options)
     uint64_t budget = options.memory_budget_bytes.value_or(manifest_.memory.budget_bytes);
     pool_ = std::make_unique<MemoryPool>(manifest_.memory.page_size, budget);
     // The page space is address space only: as large as the budget, else
-    // as the memory the system has.
-    const uint64_t kv_space = budget ? budget : physical_memory_bytes(memory_root_);
+    // as the memory the system has, else (memory unknown: no readable
+    // proc/meminfo, as in a captured tree) a phone-sized default rather than
+    // no KV page at all.
+    uint64_t kv_space = budget ? budget : physical_memory_bytes(memory_root_);
+    if (kv_space == 0) {
+        kv_space = kUnknownMemoryKvSpaceBytes;
+        spdlog::warn(
+            "cannot tell how much memory this device has (no readable proc/meminfo under {}); "
+            "the KV cache may use up to {}: set --memory-budget or [memory] budget_mb to "
+            "choose",
+            printable_name(memory_root_.string(), 240), format_bytes(kv_space));
+    }
     kv_pages_ = std::make_unique<KvPagePool>(*pool_, kv_space);
     kv_prefixes_ = std::make_unique<KvPrefixCache>(
         *kv_pages_, *pool_,

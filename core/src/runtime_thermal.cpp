@@ -2,10 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <chrono>
-#include <fstream>
 #include <thread>
 
+#include "device_file.hpp"
+#include "dwell/core/printable_name.hpp"
 #include "dwell/core/runtime.hpp"
 
 namespace dwell {
@@ -68,29 +70,40 @@ void RuntimeThermal::set_thread_share(double share) {
 void RuntimeThermal::set_freq_cap(bool capped) {
     capped_ = capped;
     for (const auto& d : config_.devfreq) {
-        const fs::path dir = root_ / fs::path(d.path).relative_path();
+        // The manifest refuses such paths; this keeps writes inside the root
+        // for a config from anywhere else too.
+        const std::optional<fs::path> inside = devfreq_path_inside_root(d.path);
+        if (!inside) {
+            if (capped)
+                spdlog::warn(
+                    "thermal: devfreq path {} leaves the device root; that lever is skipped",
+                    printable_name(d.path, 240));
+            continue;
+        }
+        const fs::path dir = root_ / *inside;
         const fs::path max_file = dir / "max_freq";
         const auto read_value = [](const fs::path& f) -> int64_t {
+            const DeviceFileRead r = read_device_file(f, kMaxDeviceValueBytes);
             int64_t v = 0;
-            std::ifstream in(f);
-            return in >> v ? v : -1;
+            if (!r.ok()) return -1;
+            const char* b = r.text.data();
+            const auto [end, ec] = std::from_chars(b, b + r.text.size(), v);
+            return ec == std::errc() && end != b ? v : -1;
         };
         if (capped) {
             const int64_t current = read_value(max_file);
             int64_t cap = d.cap_khz > 0 ? d.cap_khz * 1000 : read_value(dir / "min_freq");
             if (current <= 0 || cap <= 0) {
                 spdlog::warn("thermal: cannot read {} (or its min_freq); that lever is skipped",
-                             max_file.string());
+                             printable_name(max_file.string(), 240));
                 continue;
             }
             // Never raise a limit someone else (the OS) already lowered.
             if (cap >= current) continue;
-            std::ofstream out(max_file);
-            if (!(out << cap << "\n") || !out.flush()) {
-                spdlog::warn(
-                    "thermal: cannot write {} (needs root on most phones); that lever is "
-                    "skipped",
-                    max_file.string());
+            std::string problem;
+            if (!write_device_file(max_file, std::to_string(cap) + "\n", problem)) {
+                spdlog::warn("thermal: {} (needs root on most phones); that lever is skipped",
+                             problem);
                 continue;
             }
             capped_files_[max_file.string()] = {current, cap};
@@ -98,8 +111,11 @@ void RuntimeThermal::set_freq_cap(bool capped) {
                    it != capped_files_.end()) {
             // Restore only what is still ours: a value written since by
             // someone else stays.
-            if (read_value(max_file) == it->second.written)
-                std::ofstream(max_file) << it->second.original << "\n";
+            std::string problem;
+            if (read_value(max_file) == it->second.written &&
+                !write_device_file(max_file, std::to_string(it->second.original) + "\n", problem))
+                spdlog::warn("thermal: cannot restore {}: {}",
+                             printable_name(max_file.string(), 240), problem);
             capped_files_.erase(it);
         }
     }

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "device_file.hpp"
 
 namespace dwell {
 
@@ -13,15 +14,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-uint64_t meminfo_bytes(const fs::path& root, const std::string& key) {
-    std::ifstream in(root / "proc/meminfo");
-    for (std::string line; std::getline(in, line);) {
-        if (line.rfind(key, 0) != 0) continue;
-        std::istringstream fields(line.substr(key.size()));
-        uint64_t kib = 0;
-        if (fields >> kib) return kib * 1024;
-    }
-    return 0;
+// Never throws: a broken file here is memory unknown (0), which callers
+// handle; DeviceFacts::probe is where a broken tree is reported.
+std::string read_quietly(const fs::path& file, uint64_t max_bytes) {
+    DeviceFileRead r = read_device_file(file, max_bytes);
+    return r.ok() ? std::move(r.text) : std::string();
+}
+
+uint64_t meminfo_bytes(const fs::path& root, std::string_view key) {
+    return meminfo_field_bytes(read_quietly(root / "proc/meminfo", kMaxDeviceListingBytes), key);
 }
 
 // v1 reports "no limit" as a huge page-rounded number (2^63 - 4096 on
@@ -31,9 +32,9 @@ constexpr uint64_t kNoLimit = uint64_t{1} << 62;
 // The first line of a cgroup file as a byte count; nullopt when absent,
 // "max" (v2: no limit) or not a number.
 std::optional<uint64_t> read_bytes(const fs::path& file) {
-    std::ifstream in(file);
-    std::string line;
-    if (!in || !std::getline(in, line)) return std::nullopt;
+    const std::string text = read_quietly(file, kMaxDeviceValueBytes);
+    if (text.empty()) return std::nullopt;
+    std::string line = text.substr(0, text.find('\n'));
     while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
     uint64_t v = 0;
     const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
@@ -52,7 +53,7 @@ struct Hierarchy {
 // and the v1 line whose controllers include "memory".
 std::vector<Hierarchy> memory_hierarchies(const fs::path& root) {
     std::vector<Hierarchy> out;
-    std::ifstream in(root / "proc/self/cgroup");
+    std::istringstream in(read_quietly(root / "proc/self/cgroup", kMaxDeviceListingBytes));
     for (std::string line; std::getline(in, line);) {
         const size_t a = line.find(':');
         const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
@@ -95,6 +96,24 @@ void for_each_limit(const fs::path& root, F f) {
 }
 
 }  // namespace
+
+uint64_t meminfo_field_bytes(std::string_view meminfo, std::string_view key) {
+    size_t at = 0;
+    while (at < meminfo.size()) {
+        const size_t eol = std::min(meminfo.find('\n', at), meminfo.size());
+        const std::string_view line = meminfo.substr(at, eol - at);
+        at = eol + 1;
+        if (line.substr(0, key.size()) != key) continue;
+        const char* p = line.data() + key.size();
+        const char* end = line.data() + line.size();
+        while (p < end && (*p == ' ' || *p == '\t')) ++p;
+        uint64_t kib = 0;
+        const auto [stop, ec] = std::from_chars(p, end, kib);
+        if (ec != std::errc() || stop == p || kib > UINT64_MAX / 1024) return 0;
+        return kib * 1024;
+    }
+    return 0;
+}
 
 std::optional<uint64_t> cgroup_memory_left_bytes(const fs::path& root) {
     std::optional<uint64_t> left;

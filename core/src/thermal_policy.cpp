@@ -4,6 +4,16 @@
 
 namespace dwell {
 
+std::optional<std::filesystem::path> devfreq_path_inside_root(const std::string& path) {
+    const std::filesystem::path p(path);
+    if (path.empty() || !p.is_absolute()) return std::nullopt;
+    for (const auto& part : p)
+        if (part == "..") return std::nullopt;
+    std::filesystem::path rel = p.relative_path().lexically_normal();
+    if (rel.empty() || rel == ".") return std::nullopt;
+    return rel;
+}
+
 ThermalPolicy::ThermalPolicy(const ThermalConfig& config) : config_(config), pid_(config.gains) {}
 
 ThermalActions ThermalPolicy::map(double u) const {

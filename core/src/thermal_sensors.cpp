@@ -2,7 +2,9 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
+
+#include "device_file.hpp"
+#include "dwell/core/printable_name.hpp"
 
 namespace dwell {
 
@@ -10,10 +12,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Read without blocking and bounded (a FIFO or /dev/zero in a captured
+// tree); anything but a small regular file reads as unreadable.
 std::optional<std::string> read_line(const fs::path& p) {
-    std::ifstream in(p);
-    std::string line;
-    if (!in || !std::getline(in, line)) return std::nullopt;
+    const DeviceFileRead r = read_device_file(p, kMaxDeviceValueBytes);
+    if (!r.ok() || r.text.empty()) return std::nullopt;
+    std::string line = r.text.substr(0, r.text.find('\n'));
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     return line;
 }
@@ -69,23 +73,25 @@ ThermalReading ThermalSensors::read() const {
     const auto note = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
     if (!missing_.empty()) {
         std::string names;
-        for (const auto& m : missing_) names += (names.empty() ? "" : ", ") + m;
+        for (const auto& m : missing_) names += (names.empty() ? "" : ", ") + printable_name(m);
         note("no thermal zone of type " + names);
     }
     for (const fs::path& dir : zone_dirs_) {
         const auto text = read_line(dir / "temp");
         if (!text) {
-            note((dir / "temp").string() + " is unreadable");
+            note(printable_name((dir / "temp").string(), 240) + " is unreadable");
             continue;
         }
         const auto c = parse_zone_temperature(*text);
         if (!c) {
-            note((dir / "temp").string() + " reads '" + *text + "', not a temperature");
+            note(printable_name((dir / "temp").string(), 240) + " reads '" + printable_name(*text) +
+                 "', not a temperature");
             continue;
         }
         if (!r.temp_c || *c > *r.temp_c) {
             r.temp_c = c;
-            r.hottest_zone = read_line(dir / "type").value_or(dir.filename().string());
+            r.hottest_zone =
+                printable_name(read_line(dir / "type").value_or(dir.filename().string()));
         }
     }
     if (zone_dirs_.empty() && missing_.empty())

@@ -21,6 +21,7 @@
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/model.hpp"
 #include "dwell/core/output_file.hpp"
+#include "dwell/core/printable_name.hpp"
 #include "dwell/core/progress_bar.hpp"
 #include "dwell/core/session.hpp"
 #include "dwell/core/thermal_plant.hpp"
@@ -448,7 +449,7 @@ int bench_command(const std::vector<std::string>& args) {
     }
     std::string labels;
     for (const auto& b : backends) labels += (labels.empty() ? "" : ", ") + b;
-    std::printf("model    %s (%s, weights %s)\n", model->path().c_str(),
+    std::printf("model    %s (%s, weights %s)\n", printable_text(model->path().string()).c_str(),
                 format_bytes(model_bytes).c_str(), format_bytes(model->weight_bytes()).c_str());
     std::printf("backends %s | threads %d | ctx %lld | depth %d | %d repetitions\n", labels.c_str(),
                 threads, static_cast<long long>(ctx), depth, reps);

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli_common.hpp"
+#include "stop_signals.hpp"
 #include "dwell/core/chat_prompt.hpp"
 #include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
@@ -283,12 +284,10 @@ int chat_command(const std::vector<std::string>& args) {
     sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
     const RuntimeOptions ro = runtime_options(common);
 
-    // Ctrl-C goes to a thread that stops the reply (blocked here first, so
-    // no other thread receives it).
-    sigset_t interrupt;
-    sigemptyset(&interrupt);
-    sigaddset(&interrupt, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &interrupt, nullptr);
+    // Ctrl-C stops the reply; SIGTERM (or Ctrl-C while loading) ends the
+    // chat through the destructors, which restore a devfreq cap the thermal
+    // governor set.
+    StopSignals stop({SIGINT, SIGTERM});
 
     Runtime runtime(ro);
     auto model = Model::load(runtime, model_path);
@@ -301,26 +300,27 @@ int chat_command(const std::vector<std::string>& args) {
     const std::string template_used = prompt.chat_template().name();
     Chat chat(runtime, model, std::move(prompt), so, opening);
 
-    std::atomic<bool> replying{false}, quitting{false};
-    std::thread interrupter([&] {
-        for (;;) {
-            int sig = 0;
-            sigwait(&interrupt, &sig);
-            if (quitting) return;
-            if (replying) {
-                chat.cancel();
-            } else {
-                std::cerr << "\n(Ctrl-C stops a reply; /quit or Ctrl-D leaves)\n";
-            }
+    std::atomic<bool> replying{false};
+    const auto hooked = stop.hook([&](int sig) {
+        if (sig == SIGINT && !replying) {
+            std::cerr << "\n(Ctrl-C stops a reply; /quit or Ctrl-D leaves)\n";
+            return false;
         }
+        chat.cancel();
+        return sig != SIGINT;
     });
+    if (stop.stopped_by()) return stop.exit_code();  // a signal came while loading
     const bool tty = ::isatty(STDIN_FILENO);
     std::cerr << "dwell chat: " << model->path().filename().string() << " with the "
               << template_used
               << " template. /reset /backend NAME /stats /save FILE /load FILE /quit\n";
     for (std::string line;;) {
         if (tty) std::cout << "> " << std::flush;
-        if (!std::getline(std::cin, line) || line == "/quit") break;
+        {
+            const StopSignals::Reading reading(stop);
+            if (stop.stopped_by() || !std::getline(std::cin, line)) break;
+        }
+        if (line == "/quit") break;
         if (line.empty()) continue;
         try {
             if (line == "/reset") {
@@ -367,10 +367,7 @@ int chat_command(const std::vector<std::string>& args) {
             std::cerr << "dwell chat: " << e.what() << "\n";
         }
     }
-    quitting = true;
-    pthread_kill(interrupter.native_handle(), SIGINT);
-    interrupter.join();
-    return 0;
+    return stop.stopped_by() ? stop.exit_code() : 0;
 }
 
 }  // namespace dwell::cli

@@ -10,6 +10,7 @@
 #include "dwell/core/device_facts.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/manifest_choice.hpp"
+#include "dwell/core/printable_name.hpp"
 
 namespace dwell::cli {
 
@@ -33,7 +34,8 @@ const char* kind_name(dwell_device_kind k) {
 void print_detection(const DeviceFacts& f, const ManifestChoice& choice) {
     std::cout << "device: " << f.summary() << "\n";
     const auto line = [](const char* what, const std::string& v) {
-        if (!v.empty()) std::cout << "  " << what << ": " << v << "\n";
+        if (!v.empty())
+            std::cout << "  " << what << ": " << printable_name(v, kShownFactChars) << "\n";
     };
     line("soc model", f.soc_model);
     line("soc manufacturer", f.soc_manufacturer);
@@ -57,7 +59,7 @@ void print_detection(const DeviceFacts& f, const ManifestChoice& choice) {
     if (!f.thermal_zones.empty()) {
         std::cout << "  thermal zones:";
         for (const ThermalZone& z : f.thermal_zones) {
-            std::cout << " " << z.type;
+            std::cout << " " << printable_name(z.type, kShownFactChars);
             if (z.millicelsius) std::cout << " (" << *z.millicelsius / 1000.0 << " C)";
         }
         std::cout << "\n";
@@ -80,7 +82,8 @@ void print_detection(const DeviceFacts& f, const ManifestChoice& choice) {
         for (const std::string& z : choice.manifest.thermal.zones) {
             const bool present = std::any_of(f.thermal_zones.begin(), f.thermal_zones.end(),
                                              [&](const ThermalZone& t) { return t.type == z; });
-            std::cout << " " << z << (present ? "" : " (absent here)");
+            std::cout << " " << printable_name(z, kShownFactChars)
+                      << (present ? "" : " (absent here)");
         }
         std::cout << "\n";
     }

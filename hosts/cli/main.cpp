@@ -8,6 +8,7 @@
 
 #include "cli_common.hpp"
 #include "dwell/core/error.hpp"
+#include "dwell/core/printable_name.hpp"
 
 namespace dwell {
 const char* version();
@@ -66,7 +67,7 @@ int main(int argc, char** argv) {
         if (command == "convert") return dwell::cli::convert_command(args);
         if (command == "perplexity") return dwell::cli::perplexity_command(args);
         if (command == "bench") return dwell::cli::bench_command(args);
-        std::cerr << "dwell: unknown command '" << command << "'\n";
+        std::cerr << "dwell: unknown command '" << dwell::printable_name(command) << "'\n";
         usage(std::cerr);
         return 2;
     } catch (const boost::program_options::error& e) {
@@ -74,7 +75,10 @@ int main(int argc, char** argv) {
                   << " --help)\n";
         return 2;
     } catch (const std::exception& e) {
-        std::cerr << "dwell " << command << ": error: " << e.what() << "\n";
+        // Messages quote file names and device facts: outside input that must
+        // not reach the terminal as escape sequences or forged lines.
+        std::cerr << "dwell " << dwell::printable_text(command)
+                  << ": error: " << dwell::printable_text(e.what()) << "\n";
         return 1;
     }
 }

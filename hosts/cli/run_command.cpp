@@ -1,4 +1,5 @@
 // `dwell run`: generate text, streamed to stdout token by token; speed on stderr.
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -13,8 +14,129 @@
 #include "dwell/core/sampler.hpp"
 #include "dwell/core/session.hpp"
 #include "dwell/core/tokenizer.hpp"
+#include "stop_signals.hpp"
 
 namespace dwell::cli {
+
+namespace {
+
+int generate_text(StopSignals& stop, const RuntimeOptions& ro, const std::string& model_path,
+                  const SessionOptions& so, const SamplerParams& sp, const std::string& prompt,
+                  int32_t n_predict, bool no_echo, bool interactive, int verbosity) {
+    Runtime runtime(ro);
+    auto model = Model::load(runtime, model_path);
+    Session session(runtime, model, so);
+    const auto hooked = stop.hook([&session](int) {
+        session.cancel();
+        return true;
+    });
+    if (stop.stopped_by()) return stop.exit_code();  // a signal came while loading
+    Sampler sampler(sp);
+
+    const Tokenizer& tok = model->tokenizer();
+    const std::vector<int32_t> ids = tok.encode(prompt, true);
+    // The prompt is echoed once its evaluation succeeded, so an error is
+    // never printed glued to it.
+    bool echoed = no_echo;
+    auto echo = [&] {
+        if (echoed) return;
+        std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+        echoed = true;
+    };
+    // With a prompt the continuation keeps its leading space; from BOS alone
+    // the first piece's dummy-prefix space is dropped, as in decode().
+    StreamDecoder stream(tok, prompt.empty());
+    // The last token generate() hands out is not in the session yet: the
+    // next line goes in after it, or the text would skip a token each turn.
+    int32_t pending = -1;
+    const GenerationStats stats = generate(session, ids, n_predict, sampler, [&](int32_t token) {
+        pending = token;
+        echo();
+        const std::string text = stream.push(token);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        return true;
+    });
+    if (stats.stopped_at_eos) pending = -1;  // its last token was fed before EOS came
+    echo();
+    const std::string rest = stream.finish();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (interactive) {
+        // The conversation goes on in the same session: its KV cache holds
+        // everything so far, on whichever backend computes next.
+        for (std::string line;;) {
+            {
+                const StopSignals::Reading reading(stop);
+                if (stop.stopped_by() || !std::getline(std::cin, line)) break;
+            }
+            if (line == "/quit") break;
+            if (line.rfind("/backend", 0) == 0) {
+                const std::string name = line.size() > 9 ? line.substr(9) : "";
+                try {
+                    session.use_backend(name);
+                    std::fprintf(stderr, "backend: %s\n", name.c_str());
+                } catch (const Error& e) {
+                    std::fprintf(stderr, "dwell run: %s\n", e.what());
+                }
+                continue;
+            }
+            std::vector<int32_t> next;
+            if (pending >= 0) next.push_back(pending);
+            const std::vector<int32_t> typed = tok.encode(line, false);
+            next.insert(next.end(), typed.begin(), typed.end());
+            if (next.empty()) continue;  // an empty line with nothing pending adds nothing
+            StreamDecoder more(tok, false);
+            pending = -1;
+            const GenerationStats turn =
+                generate(session, next, n_predict, sampler, [&](int32_t token) {
+                    pending = token;
+                    const std::string text = more.push(token);
+                    std::fwrite(text.data(), 1, text.size(), stdout);
+                    std::fflush(stdout);
+                    return true;
+                });
+            if (turn.stopped_at_eos) pending = -1;
+            const std::string tail = more.finish();
+            std::fwrite(tail.data(), 1, tail.size(), stdout);
+            std::fputc('\n', stdout);
+            std::fflush(stdout);
+        }
+    }
+
+    std::fprintf(stderr,
+                 "prompt: %d tokens in %.3f s (%.1f tok/s) | generation: %d tokens in %.3f s (%.1f "
+                 "tok/s)%s\n",
+                 stats.n_prompt, stats.prompt_seconds, stats.prompt_tokens_per_second(),
+                 stats.n_generated, stats.generation_seconds, stats.generation_tokens_per_second(),
+                 stats.stopped_at_eos ? " | stopped at end of sequence"
+                 : stats.stopped_at_context
+                     ? " | stopped: the context is full (raise --ctx, or --ctx-full shift)"
+                     : "");
+    if (verbosity > 0) {
+        const PoolStats pool = runtime.pool().stats();
+        rusage usage{};
+        getrusage(RUSAGE_SELF, &usage);
+        std::fprintf(stderr, "memory: pool peak %s (KV cache %s), weights %s, peak RSS %s\n",
+                     format_bytes(pool.peak_used_bytes).c_str(),
+                     format_bytes(session.kv_cache().bytes()).c_str(),
+                     format_bytes(model->weight_bytes()).c_str(),
+                     format_bytes(static_cast<uint64_t>(usage.ru_maxrss) * 1024).c_str());
+        if (const WeightStreamer* ws = model->streamer()) {
+            const WeightStreamStats w = ws->stats();
+            std::fprintf(stderr,
+                         "%s; read %s, decompressed %s; compute %.2f s, waiting for weights "
+                         "%.2f s\n",
+                         ws->describe().c_str(), format_bytes(w.bytes_read).c_str(),
+                         format_bytes(w.bytes_decompressed).c_str(), w.compute_seconds,
+                         w.wait_seconds);
+        }
+    }
+    return stop.stopped_by() ? stop.exit_code() : 0;
+}
+
+}  // namespace
 
 int run_command(const std::vector<std::string>& args) {
     CommonArgs common;
@@ -69,108 +191,18 @@ int run_command(const std::vector<std::string>& args) {
     sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
     const RuntimeOptions ro = runtime_options(common);
 
-    Runtime runtime(ro);
-    auto model = Model::load(runtime, model_path);
-    Session session(runtime, model, so);
-    Sampler sampler(sp);
-
-    const Tokenizer& tok = model->tokenizer();
-    const std::vector<int32_t> ids = tok.encode(prompt, true);
-    // The prompt is echoed once its evaluation succeeded, so an error is
-    // never printed glued to it.
-    bool echoed = no_echo;
-    auto echo = [&] {
-        if (echoed) return;
-        std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-        echoed = true;
-    };
-    // With a prompt the continuation keeps its leading space; from BOS alone
-    // the first piece's dummy-prefix space is dropped, as in decode().
-    StreamDecoder stream(tok, prompt.empty());
-    // The last token generate() hands out is not in the session yet: the
-    // next line goes in after it, or the text would skip a token each turn.
-    int32_t pending = -1;
-    const GenerationStats stats = generate(session, ids, n_predict, sampler, [&](int32_t token) {
-        pending = token;
-        echo();
-        const std::string text = stream.push(token);
-        std::fwrite(text.data(), 1, text.size(), stdout);
+    // Ctrl-C and SIGTERM cancel the generation, so that the runtime's
+    // destructors run: the thermal governor restores a devfreq cap it set.
+    StopSignals stop({SIGINT, SIGTERM});
+    try {
+        return generate_text(stop, ro, model_path, so, sp, prompt, n_predict, no_echo, interactive,
+                             common.verbosity);
+    } catch (const Error& e) {
+        if (e.status() != DWELL_ERR_CANCELLED || !stop.stopped_by()) throw;
+        std::fputc('\n', stdout);
         std::fflush(stdout);
-        return true;
-    });
-    if (stats.stopped_at_eos) pending = -1;  // its last token was fed before EOS came
-    echo();
-    const std::string rest = stream.finish();
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
-    if (interactive) {
-        // The conversation goes on in the same session: its KV cache holds
-        // everything so far, on whichever backend computes next.
-        for (std::string line; std::getline(std::cin, line);) {
-            if (line == "/quit") break;
-            if (line.rfind("/backend", 0) == 0) {
-                const std::string name = line.size() > 9 ? line.substr(9) : "";
-                try {
-                    session.use_backend(name);
-                    std::fprintf(stderr, "backend: %s\n", name.c_str());
-                } catch (const Error& e) {
-                    std::fprintf(stderr, "dwell run: %s\n", e.what());
-                }
-                continue;
-            }
-            std::vector<int32_t> next;
-            if (pending >= 0) next.push_back(pending);
-            const std::vector<int32_t> typed = tok.encode(line, false);
-            next.insert(next.end(), typed.begin(), typed.end());
-            if (next.empty()) continue;  // an empty line with nothing pending adds nothing
-            StreamDecoder more(tok, false);
-            pending = -1;
-            const GenerationStats turn =
-                generate(session, next, n_predict, sampler, [&](int32_t token) {
-                    pending = token;
-                    const std::string text = more.push(token);
-                    std::fwrite(text.data(), 1, text.size(), stdout);
-                    std::fflush(stdout);
-                    return true;
-                });
-            if (turn.stopped_at_eos) pending = -1;
-            const std::string tail = more.finish();
-            std::fwrite(tail.data(), 1, tail.size(), stdout);
-            std::fputc('\n', stdout);
-            std::fflush(stdout);
-        }
+        return stop.exit_code();
     }
-
-    std::fprintf(stderr,
-                 "prompt: %d tokens in %.3f s (%.1f tok/s) | generation: %d tokens in %.3f s (%.1f "
-                 "tok/s)%s\n",
-                 stats.n_prompt, stats.prompt_seconds, stats.prompt_tokens_per_second(),
-                 stats.n_generated, stats.generation_seconds, stats.generation_tokens_per_second(),
-                 stats.stopped_at_eos ? " | stopped at end of sequence"
-                 : stats.stopped_at_context
-                     ? " | stopped: the context is full (raise --ctx, or --ctx-full shift)"
-                     : "");
-    if (common.verbosity > 0) {
-        const PoolStats pool = runtime.pool().stats();
-        rusage usage{};
-        getrusage(RUSAGE_SELF, &usage);
-        std::fprintf(stderr, "memory: pool peak %s (KV cache %s), weights %s, peak RSS %s\n",
-                     format_bytes(pool.peak_used_bytes).c_str(),
-                     format_bytes(session.kv_cache().bytes()).c_str(),
-                     format_bytes(model->weight_bytes()).c_str(),
-                     format_bytes(static_cast<uint64_t>(usage.ru_maxrss) * 1024).c_str());
-        if (const WeightStreamer* ws = model->streamer()) {
-            const WeightStreamStats w = ws->stats();
-            std::fprintf(stderr,
-                         "%s; read %s, decompressed %s; compute %.2f s, waiting for weights "
-                         "%.2f s\n",
-                         ws->describe().c_str(), format_bytes(w.bytes_read).c_str(),
-                         format_bytes(w.bytes_decompressed).c_str(), w.compute_seconds,
-                         w.wait_seconds);
-        }
-    }
-    return 0;
 }
 
 }  // namespace dwell::cli

@@ -7,6 +7,7 @@
 // Thread-safety: plain values and pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -17,6 +18,10 @@
 namespace dwell {
 
 struct Manifest;
+
+// Facts are outside input: summary(), explain_match() and reports show them
+// through printable_name() (dwell/core/printable_name.hpp), at most this long.
+inline constexpr size_t kShownFactChars = 120;
 
 struct CpuCore {
     int id = 0;
@@ -56,6 +61,9 @@ struct DeviceFacts {
     std::vector<ThermalZone> thermal_zones;
     std::map<std::string, std::string> properties;  // every property read
 
+    // Every file is read without blocking and with a size limit; throws
+    // dwell::Error naming the file when one under the root is not a regular
+    // file (a FIFO, a device) or is far larger than such a file can be.
     static DeviceFacts probe(const DeviceProbeOptions& options = {});
     static DeviceFacts probe(const std::filesystem::path& root) {
         DeviceProbeOptions o;
@@ -63,7 +71,8 @@ struct DeviceFacts {
         return probe(o);
     }
 
-    // "SM8650 (QTI, platform pineapple, soc_id 557), aarch64, 8 cores (big 3-7)"
+    // "SM8650 (QTI, platform pineapple, soc_id 557), aarch64, 8 cores (big 3-7)",
+    // control characters escaped.
     std::string summary() const;
 };
 

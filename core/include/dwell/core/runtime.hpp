@@ -35,6 +35,11 @@
 
 namespace dwell {
 
+// The KV page space when no memory budget is set and the device's memory
+// cannot be read (no readable proc/meminfo under the device root): about
+// half of a small phone's memory.
+inline constexpr uint64_t kUnknownMemoryKvSpaceBytes = uint64_t{4} << 30;
+
 struct RuntimeOptions {
     std::optional<std::filesystem::path> manifest;  // otherwise chosen by device facts
     int32_t threads = 0;                            // > 0 overrides [cpu] threads

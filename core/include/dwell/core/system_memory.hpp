@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 
 namespace dwell {
 
@@ -17,6 +18,11 @@ namespace dwell {
 uint64_t available_memory_bytes(const std::filesystem::path& root = "/");
 // MemTotal, capped by the cgroup's limit, likewise.
 uint64_t physical_memory_bytes(const std::filesystem::path& root = "/");
+
+// The "<key> <n> kB" line of a proc/meminfo text in bytes; 0 ("unknown")
+// when the key is absent, its number does not parse or the bytes would not
+// fit in 64 bits (a hostile or corrupt file, never a real device).
+uint64_t meminfo_field_bytes(std::string_view meminfo, std::string_view key);
 
 // What the memory cgroups of this process allow it still to use: limit minus
 // usage at its own cgroup and every ancestor (the tightest wins), as read

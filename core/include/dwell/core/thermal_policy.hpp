@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,12 @@ struct ThermalConfig {
     std::vector<Devfreq> devfreq;
     bool offload = true;  // may move work off the hottest accelerator to the CPU
 };
+
+// A devfreq folder ("/sys/class/devfreq/gpu") as a path relative to the
+// device root ("sys/class/devfreq/gpu"), or nullopt when it is empty, not
+// absolute or has a ".." component: the governor writes max_freq there, and
+// that write must stay inside the root (--sysroot, or "/" itself).
+std::optional<std::filesystem::path> devfreq_path_inside_root(const std::string& path);
 
 struct ThermalReading {
     std::optional<double> temp_c;  // hottest named zone
