@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "dwell/quant.h"
-#include "gemm_kernel.hpp"
-#include "packed_weights.hpp"
-#include "simd_dots.hpp"
+#include "ops/packed_weights.hpp"
+#include "simd/gemm_kernel.hpp"
+#include "simd/simd_dots.hpp"
 
 using namespace dwell::cpu;
 

@@ -21,14 +21,14 @@
 #include <string_view>
 #include <vector>
 
-#include "cpu_device_probe.hpp"
-#include "cpu_topology.hpp"
 #include "dwell/backend.h"
 #include "dwell/plugin.h"
-#include "op_dispatch.hpp"
-#include "packed_weights.hpp"
-#include "simd_dots.hpp"
-#include "thread_pool.hpp"
+#include "host/cpu_device_probe.hpp"
+#include "host/cpu_topology.hpp"
+#include "host/thread_pool.hpp"
+#include "ops/op_dispatch.hpp"
+#include "ops/packed_weights.hpp"
+#include "simd/simd_dots.hpp"
 
 // The opaque context type of backend.h, defined here.
 struct dwell_backend_context {

@@ -2,7 +2,7 @@
 // helpers they use) when CL_DEVICE_NAME names an Adreno GPU, or when the
 // manifest asks with `kernels = "adreno"`.
 //
-// - Q4_0 weights are rearranged once at load (opencl_plugin.cpp): the
+// - Q4_0 weights are rearranged once at load (prepare_q4_0 in node_runner.cpp): the
 //   16-byte quant blocks transposed so that block b of rows n, n+1, ... lie
 //   next to each other (row n's block b is texel b * N + n), read through an
 //   image1d_buffer (Adreno's texture path caches them), and the fp16 scales

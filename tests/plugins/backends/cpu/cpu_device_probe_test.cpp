@@ -1,5 +1,5 @@
 // Parsing /proc/cpuinfo and /proc/meminfo text, and the live probe.
-#include "cpu_device_probe.hpp"
+#include "host/cpu_device_probe.hpp"
 
 #include <gtest/gtest.h>
 

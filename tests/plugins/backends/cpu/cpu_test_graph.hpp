@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "dwell/graph.h"
-#include "op_dispatch.hpp"
+#include "host/thread_pool.hpp"
 #include "op_test_graph.hpp"
-#include "thread_pool.hpp"
+#include "ops/op_dispatch.hpp"
 
 namespace dwell::cpu::test {
 

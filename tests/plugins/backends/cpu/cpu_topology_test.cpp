@@ -1,6 +1,6 @@
 // Big-core detection from a fake sysfs tree, and the affinity the pool and
 // CpuAffinityScope set (checked with sched_getaffinity / sched_getcpu).
-#include "cpu_topology.hpp"
+#include "host/cpu_topology.hpp"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -12,7 +12,7 @@
 #include <random>
 #include <string>
 
-#include "thread_pool.hpp"
+#include "host/thread_pool.hpp"
 
 namespace dwell::cpu {
 namespace {

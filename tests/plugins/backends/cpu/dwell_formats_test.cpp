@@ -14,8 +14,8 @@
 
 #include "cpu_test_graph.hpp"
 #include "dwell/quant.h"
-#include "row_quantize.hpp"
-#include "weight_rows.hpp"
+#include "quant/row_quantize.hpp"
+#include "simd/weight_rows.hpp"
 
 namespace dwell::cpu {
 namespace {

@@ -11,7 +11,7 @@
 //   - quantize_act rounds exactly as quantize_act_q8_0 / quantize_act_q8_K
 //     (read back through one-hot weights whose dot is one activation);
 //   - pack_block reads weight rows at any byte offset (mapped files).
-#include "gemm_kernel.hpp"
+#include "simd/gemm_kernel.hpp"
 
 #include <gtest/gtest.h>
 
@@ -23,13 +23,13 @@
 #include <string>
 #include <vector>
 
-#include "activation_quant.hpp"
 #include "cpu_test_graph.hpp"
 #include "dwell/quant.h"
-#include "integer_dot.hpp"
-#include "packed_weights.hpp"
-#include "simd_dots.hpp"
-#include "weight_rows.hpp"
+#include "ops/packed_weights.hpp"
+#include "quant/activation_quant.hpp"
+#include "simd/integer_dot.hpp"
+#include "simd/simd_dots.hpp"
+#include "simd/weight_rows.hpp"
 
 namespace dwell::cpu {
 namespace {

@@ -2,16 +2,16 @@
 // f32 rounding, a double-precision evaluation of ggml's formula on the same
 // quantized activations, written here independently (weights through the
 // test's own decoder, activations through their block fields).
-#include "integer_dot.hpp"
+#include "simd/integer_dot.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 
-#include "activation_quant.hpp"
 #include "cpu_test_graph.hpp"
-#include "weight_rows.hpp"
+#include "quant/activation_quant.hpp"
+#include "simd/weight_rows.hpp"
 
 namespace dwell::cpu {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "cpu_test_graph.hpp"
 #include "dwell/quant.h"
-#include "weight_rows.hpp"
+#include "simd/weight_rows.hpp"
 
 namespace dwell::cpu {
 namespace {

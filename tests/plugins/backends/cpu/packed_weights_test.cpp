@@ -2,7 +2,7 @@
 // when the bytes at an address change, never kept for a weight some node
 // writes (an attention's KV cache included), and dropped when the host
 // releases the weights.
-#include "packed_weights.hpp"
+#include "ops/packed_weights.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cpu_test_graph.hpp"
-#include "gemm_kernel.hpp"
+#include "simd/gemm_kernel.hpp"
 
 namespace dwell::cpu {
 namespace {

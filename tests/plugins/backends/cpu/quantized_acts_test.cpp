@@ -1,13 +1,13 @@
 // The shared int8 activations are reused only for the same input bytes,
 // shape, strides and quantizer, and dropped once anything writes over them.
-#include "quantized_acts.hpp"
+#include "ops/quantized_acts.hpp"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "cpu_test_graph.hpp"
-#include "gemm_kernel.hpp"
+#include "simd/gemm_kernel.hpp"
 
 namespace dwell::cpu {
 namespace {

@@ -17,11 +17,11 @@
 #include <string_view>
 #include <vector>
 
-#include "activation_quant.hpp"
 #include "cpu_test_graph.hpp"
-#include "simd_dots.hpp"
+#include "quant/activation_quant.hpp"
+#include "simd/simd_dots.hpp"
+#include "simd/weight_rows.hpp"
 #include "test_paths.hpp"
-#include "weight_rows.hpp"
 
 namespace dwell::cpu {
 namespace {

@@ -1,6 +1,6 @@
 // The pool covers every index exactly once, in disjoint ranges, for any
 // size, repeatedly, and reports a range's exception to the caller.
-#include "thread_pool.hpp"
+#include "host/thread_pool.hpp"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 // are compared relative to sum |x*y| (the quantity a summation's rounding
 // error scales with, where the result itself may cancel to ~0); exp-based
 // entries are compared in ulps of the result.
-#include "vec_math.hpp"
+#include "simd/vec_math.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "activation_math.hpp"
 #include "cpu_test_graph.hpp"
 #include "dwell/quant.h"
+#include "ops/activation_math.hpp"
 
 namespace dwell::cpu {
 namespace {

@@ -1,13 +1,13 @@
 // Dequantization, dot products and quantization of single rows, against
 // hand-computed blocks and a double-precision decoder.
-#include "weight_rows.hpp"
+#include "simd/weight_rows.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "cpu_test_graph.hpp"
-#include "row_quantize.hpp"
+#include "quant/row_quantize.hpp"
 
 namespace dwell::cpu {
 namespace {
