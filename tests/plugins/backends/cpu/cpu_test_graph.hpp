@@ -1,5 +1,5 @@
 // Test helpers for the cpu kernels: the shared op-test graph and references
-// (tests/support/op_test_graph.hpp) plus running a graph on the kernels.
+// (hosts/conformance/reference/op_test_graph.hpp) plus running a graph on the kernels.
 #pragma once
 
 #include <algorithm>
