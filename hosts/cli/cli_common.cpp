@@ -142,11 +142,13 @@ void check_count(int64_t n, const char* flag, int64_t min) {
 namespace {
 
 // The file's type, or a po::error "--flag PATH: <reason>" when it cannot be
-// examined. A missing path is reported as such too.
+// examined (a symbolic-link loop, no permission, a name too long). A path
+// that does not exist is not_found, for the callers' own message.
 std::filesystem::file_type type_of(const FileArg& f) {
     std::error_code ec;
     const auto st = std::filesystem::status(f.path, ec);
-    if (ec) throw po::error(std::string(f.flag) + " " + f.path + ": " + ec.message());
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+        throw po::error(std::string(f.flag) + " " + f.path + ": " + ec.message());
     return st.type();
 }
 
@@ -154,14 +156,14 @@ std::filesystem::file_type type_of(const FileArg& f) {
 
 void check_input_file(const FileArg& file, const std::string& hint) {
     if (type_of(file) != std::filesystem::file_type::regular) {
-        throw po::error(std::string(file.flag) + " " + file.path + ": not a regular file" +
+        throw po::error(std::string(file.flag) + " " + file.path + " is not a readable file" +
                         (hint.empty() ? "" : " (" + hint + ")"));
     }
 }
 
 void check_input_dir(const FileArg& dir) {
     if (type_of(dir) != std::filesystem::file_type::directory)
-        throw po::error(std::string(dir.flag) + " " + dir.path + ": not a directory");
+        throw po::error(std::string(dir.flag) + " " + dir.path + " is not a directory");
 }
 
 void check_no_stray_arguments(const std::vector<std::string>& words) {
