@@ -6,6 +6,7 @@
 #include "dwell/core/error.hpp"
 #include "dwell/core/gguf_file.hpp"
 #include "dwell/core/gguf_metadata_copy.hpp"
+#include "dwell/core/output_file.hpp"
 #include "dwell/core/quantize.hpp"
 #include "dwell/core/tokenizer.hpp"
 
@@ -68,6 +69,7 @@ Choice encode(dwell_dtype dtype, const std::vector<float>& values, int64_t cols,
 
 ConvertReport convert_to_pack(const ConvertOptions& options,
                               const std::function<void(size_t, size_t)>& on_tensor) {
+    refuse_output_over_input(options.output, options.input, "the GGUF file being converted");
     const GgufFile in = GgufFile::open(options.input);
     const std::string in_name = options.input.string();
 

@@ -4,6 +4,7 @@
 // silently shift every tensor that follows.
 #include "dwell/core/gguf_writer.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <fstream>
@@ -148,7 +149,7 @@ void GgufWriter::add_tensor(std::string_view name, dwell_dtype dtype, std::span<
                               std::vector<uint8_t>(data.begin(), data.end())});
 }
 
-std::vector<uint8_t> GgufWriter::bytes() const {
+std::vector<uint8_t> GgufWriter::header_bytes() const {
     const bool explicit_alignment = alignment_ != kDefaultAlignment;
     std::vector<uint8_t> out;
     put(out, uint32_t{0x46554747});  // "GGUF"
@@ -174,6 +175,11 @@ std::vector<uint8_t> GgufWriter::bytes() const {
     // Every tensor, the last included, is padded as ggml does, so the file
     // length is a multiple of the alignment past the header.
     pad_to(out, alignment_);
+    return out;
+}
+
+std::vector<uint8_t> GgufWriter::bytes() const {
+    std::vector<uint8_t> out = header_bytes();
     for (const Tensor& t : tensors_) {
         out.insert(out.end(), t.data.begin(), t.data.end());
         pad_to(out, alignment_);
@@ -182,9 +188,21 @@ std::vector<uint8_t> GgufWriter::bytes() const {
 }
 
 void GgufWriter::write(const std::filesystem::path& path) const {
-    const std::vector<uint8_t> data = bytes();
+    // Tensor by tensor, not through bytes(): a second copy of every tensor
+    // would double the memory a large file needs.
     OutputFile out(path);
-    out.write(data.data(), data.size());
+    const std::vector<uint8_t> header = header_bytes();
+    out.write(header.data(), header.size());
+    const std::vector<uint8_t> zeros(static_cast<size_t>(std::min<uint64_t>(alignment_, 65536)), 0);
+    for (const Tensor& t : tensors_) {
+        out.write(t.data.data(), t.data.size());
+        const uint64_t rest = t.data.size() % alignment_;
+        for (uint64_t pad = rest ? alignment_ - rest : 0; pad > 0;) {
+            const uint64_t n = std::min<uint64_t>(pad, zeros.size());
+            out.write(zeros.data(), static_cast<size_t>(n));
+            pad -= n;
+        }
+    }
     out.commit();
 }
 

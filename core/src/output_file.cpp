@@ -200,6 +200,34 @@ void OutputFile::commit() {
     if (::fsync(dir_fd_) != 0 && errno != EINVAL) fail("fsync of its folder failed", errno);
 }
 
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) noexcept {
+    if (a.empty() || b.empty()) return false;
+    struct stat sa {};
+    struct stat sb {};
+    if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    // One of them does not exist (yet): the same name still means the same
+    // file once it is written.
+    try {
+        std::error_code ea, eb;
+        const auto ca = std::filesystem::weakly_canonical(a, ea);
+        const auto cb = std::filesystem::weakly_canonical(b, eb);
+        if (!ea && !eb) return ca == cb;
+        return a.lexically_normal() == b.lexically_normal();
+    } catch (const std::exception&) {  // bad_alloc from the path copies
+        return a == b;
+    }
+}
+
+void refuse_output_over_input(const std::filesystem::path& output,
+                              const std::filesystem::path& input, const std::string& what_input) {
+    if (same_file(output, input)) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    output.string() + " is " + what_input +
+                        ": writing it would destroy it (choose another output file)");
+    }
+}
+
 void write_output_file(const std::filesystem::path& target, std::string_view text, mode_t mode) {
     OutputFile out(target, mode);
     out.write(text);

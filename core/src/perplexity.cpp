@@ -244,9 +244,7 @@ PerplexityResult perplexity(const ChunkLogits& eval, std::span<const int32_t> to
 
     const BaseHeader header{n_vocab, layout.n_ctx, layout.n_chunks, layout.n_scored, fnv1a(used)};
     if (!options.kl_base.empty() && !options.kl_base_save.empty()) {
-        std::error_code ec1, ec2;
-        if (std::filesystem::weakly_canonical(options.kl_base, ec1) ==
-            std::filesystem::weakly_canonical(options.kl_base_save, ec2)) {
+        if (same_file(options.kl_base, options.kl_base_save)) {
             throw Error(DWELL_ERR_INVALID_ARGUMENT,
                         options.kl_base.string() +
                             ": cannot read the KL base from the file this run writes");
@@ -289,7 +287,8 @@ PerplexityResult perplexity(const ChunkLogits& eval, std::span<const int32_t> to
         for (int32_t i = 0; i < layout.n_scored; ++i) {
             const auto row = logits.subspan(static_cast<size_t>(i) * vocab, vocab);
             // Position first+i predicts the chunk's next token.
-            const int32_t target = chunk[static_cast<size_t>(layout.first) + static_cast<size_t>(i) + 1];
+            const int32_t target =
+                chunk[static_cast<size_t>(layout.first) + static_cast<size_t>(i) + 1];
             const double nll = token_nll(row, target);
             chunk_sum += nll;
             s.nll += nll;
@@ -351,6 +350,7 @@ PerplexityResult perplexity(const ChunkLogits& eval, std::span<const int32_t> to
 PerplexityResult perplexity(Runtime& runtime, std::shared_ptr<const Model> model,
                             std::span<const int32_t> tokens, PerplexityOptions options,
                             SessionOptions session) {
+    refuse_output_over_input(options.kl_base_save, model->path(), "the model file");
     if (options.bos < 0) options.bos = model->tokenizer().bos();
     const auto n_vocab = static_cast<int32_t>(model->info().n_vocab);
     return perplexity(session_chunk_logits(runtime, std::move(model), session), tokens, n_vocab,

@@ -335,21 +335,29 @@ std::vector<std::shared_ptr<LoadedPlugin>> Runtime::model_plugins_for(
     const std::string& architecture, const fs::path& model_path) {
     auto found = loader_->discover_all();
     std::vector<std::shared_ptr<LoadedPlugin>> serving;
-    std::string served;
+    // Architecture -> the plugins serving it, sorted: several plugins may
+    // serve one architecture (llama and mixtral both read "llama" files).
+    std::map<std::string, std::set<std::string>> by_architecture;
     for (const auto& p : found.plugins) {
         const dwell_model_plugin* m = p->model();
         if (!m) continue;
+        bool serves = false;
         for (size_t i = 0; i < m->n_architectures; ++i) {
             const char* a = m->architectures[i];
-            if (a && architecture == a) {
-                serving.push_back(p);
-                break;
-            }
-            served += (served.empty() ? "" : ", ") + std::string(a ? a : "?");
+            if (a && architecture == a) serves = true;
+            by_architecture[a ? a : "?"].insert(p->name());
         }
+        if (serves) serving.push_back(p);
     }
     // Refused files were warned about by the loader.
     if (!serving.empty()) return serving;
+    std::string served;
+    for (const auto& [arch, plugins] : by_architecture) {
+        served.append(served.empty() ? "" : ", ").append(arch).append(" (");
+        for (const auto& name : plugins)
+            served.append(&name == &*plugins.begin() ? "" : ", ").append(name);
+        served.append(plugins.size() == 1 ? " plugin)" : " plugins)");
+    }
     std::string dirs;
     for (const auto& d : loader_->search_dirs()) dirs += (dirs.empty() ? "" : ", ") + d.string();
     throw Error(DWELL_ERR_UNSUPPORTED,

@@ -12,6 +12,7 @@
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/graph_builder.hpp"
 #include "dwell/core/model.hpp"
+#include "dwell/core/output_file.hpp"
 #include "dwell/core/runtime.hpp"
 #include "dwell/core/session_file.hpp"
 
@@ -501,6 +502,7 @@ void Session::save(const std::filesystem::path& path, const SessionExtras& extra
                         " bytes of host data exceed the session file's limit of " +
                         std::to_string(kSessionMaxHostData));
     }
+    refuse_output_over_input(path, model_->path(), "the model file this session runs");
     SessionFileHeader h;
     h.kv_dtype = kv_.dtype();
     h.n_ctx = n_ctx_;

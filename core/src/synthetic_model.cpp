@@ -2,7 +2,10 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <new>
 #include <set>
 #include <string>
 #include <vector>
@@ -10,6 +13,8 @@
 #include "dwell/core/error.hpp"
 #include "dwell/core/gguf_writer.hpp"
 #include "dwell/core/synthetic_bpe_vocab.hpp"
+#include "dwell/core/text_file.hpp"
+#include "dwell/core/tokenizer.hpp"
 #include "dwell/quant.h"
 
 namespace dwell {
@@ -114,11 +119,20 @@ Vocab generated_vocab(int64_t n_vocab) {
 }
 
 Vocab vocab_from_model(const std::filesystem::path& path) {
+    // Read bounded, as every file read whole; then parsed from memory.
+    const std::string serialized =
+        read_text_file(path, "sentencepiece model (--vocab)", kMaxTokenizerModelBytes);
     sentencepiece::SentencePieceProcessor sp;
-    const auto status = sp.Load(path.string());
-    if (!status.ok()) {
-        throw Error(DWELL_ERR_IO,
-                    path.string() + ": cannot load the sentencepiece model: " + status.ToString());
+    std::string problem;
+    try {
+        const auto status = sp.LoadFromSerializedProto(serialized);
+        if (!status.ok()) problem = sentencepiece_error_text(status.message());
+    } catch (const std::exception& e) {  // some malformed pieces escape as exceptions
+        problem = sentencepiece_error_text(e.what());
+    }
+    if (!problem.empty()) {
+        throw Error(DWELL_ERR_CORRUPT,
+                    path.string() + ": not a usable sentencepiece model (" + problem + ")");
     }
     Vocab v;
     for (int i = 0; i < sp.GetPieceSize(); ++i) {
@@ -140,6 +154,27 @@ void check(bool ok, const std::string& what) {
     if (!ok) throw Error(DWELL_ERR_INVALID_ARGUMENT, "synth: " + what);
 }
 
+// Synthetic models are for tests, demos and benchmarks: 64 GiB is past any
+// model a phone runs.
+constexpr int kMaxSyntheticGiB = 64;
+
+// The tensor bytes a spec gives (the vocabulary and header aside), before
+// any of its numbers are known to fit together.
+double synthetic_model_bytes(const SyntheticModelSpec& s, int64_t n_vocab) {
+    const int64_t block = std::max<int64_t>(dwell_dtype_block_elems(s.dtype), 1);
+    const double per_weight = static_cast<double>(dwell_row_bytes(s.dtype, block)) / block;
+    const double head_dim = s.head_dim > 0 ? double(s.head_dim) : double(s.n_embd) / s.n_head;
+    const double embd = double(s.n_embd);
+    const double vocab = double(n_vocab);
+    const double experts = std::max<int64_t>(s.n_expert, 1);
+    const double layer =
+        embd * head_dim * (2.0 * s.n_head + 2.0 * s.n_head_kv) + 3.0 * embd * s.n_ff * experts;
+    const bool tied = s.tied_output || s.family == SyntheticFamily::gemma;
+    return per_weight * (layer * s.n_layer + embd * vocab * (tied ? 1 : 2));
+}
+
+void check_size(const SyntheticModelSpec& s, int64_t n_vocab);
+
 void check_spec(const SyntheticModelSpec& s) {
     check(s.n_embd > 0 && s.n_layer > 0 && s.n_head > 0 && s.n_head_kv > 0 && s.n_ff > 0 &&
               s.n_ctx > 0 && s.head_dim >= 0,
@@ -147,8 +182,24 @@ void check_spec(const SyntheticModelSpec& s) {
     check(s.head_dim > 0 || s.n_embd % s.n_head == 0, "--n-embd (" + std::to_string(s.n_embd) +
                                                           ") must be a multiple of --n-head (" +
                                                           std::to_string(s.n_head) + ")");
+    // The limits the model plugins read a file with
+    // (plugins/models/common/transformer_hparams.cpp), so synth never writes
+    // what run refuses, and every value fits the uint32 keys it is written as.
+    const auto at_most = [](const char* flag, int64_t v, int64_t hi) {
+        check(v <= hi, std::string(flag) + " " + std::to_string(v) + " is outside 1.." +
+                           std::to_string(hi) + " (the most a model plugin reads)");
+    };
+    at_most("--n-embd", s.n_embd, int64_t{1} << 20);
+    at_most("--n-layer", s.n_layer, 4096);
+    at_most("--n-ff", s.n_ff, int64_t{1} << 22);
+    at_most("--n-head", s.n_head, int64_t{1} << 14);
+    at_most("--n-head-kv", s.n_head_kv, s.n_head);
+    at_most("--ctx", s.n_ctx, int64_t{1} << 24);
+    at_most("--head-dim", s.head_dim, 4096);
+    if (!s.vocab_model) at_most("--n-vocab", s.n_vocab, int64_t{1} << 24);
     check(s.n_head % s.n_head_kv == 0, "--n-head must be a multiple of --n-head-kv");
     const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+    at_most("--head-dim (n-embd / n-head)", head_dim, 4096);
     check(head_dim % 2 == 0, "the head dimension must be even");
     check(s.family != SyntheticFamily::qwen2 || head_dim * s.n_head == s.n_embd,
           "qwen2's heads must split n_embd exactly (head_dim * n_head == n_embd)");
@@ -168,6 +219,24 @@ void check_spec(const SyntheticModelSpec& s) {
     check(s.n_embd % block == 0 && s.n_ff % block == 0 && (head_dim * s.n_head) % block == 0,
           std::string("--n-embd, --n-ff and the attention width must be multiples of ") +
               std::to_string(block) + " for " + dwell_dtype_name(s.dtype));
+    // A vocabulary file's size is checked again once it is read.
+    check_size(s, s.vocab_model ? 0 : std::max<int64_t>(s.n_vocab, 512));
+}
+
+// The whole file is held in memory while it is written: its size is bounded
+// before anything is allocated (in double: the products of the bounds fit
+// one closely enough).
+void check_size(const SyntheticModelSpec& s, int64_t n_vocab) {
+    const double gib = synthetic_model_bytes(s, n_vocab) / double(uint64_t{1} << 30);
+    if (gib > kMaxSyntheticGiB) {
+        char text[160];
+        std::snprintf(text, sizeof text,
+                      "the model would be %.1f GiB, over synth's limit of %d GiB", gib,
+                      kMaxSyntheticGiB);
+        check(false, std::string(text) +
+                         " (lower --n-vocab, --n-embd, --n-ff, --n-layer or --n-expert, or use "
+                         "--type q4_0)");
+    }
 }
 
 }  // namespace
@@ -195,8 +264,9 @@ SyntheticFamily parse_synthetic_family(std::string_view name) {
                                                 "' (known: llama, qwen2, gemma, mixtral)");
 }
 
-void write_synthetic_model(const SyntheticModelSpec& s, const std::filesystem::path& out) {
-    check_spec(s);
+namespace {
+
+void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) {
     const SyntheticFamily family = s.family;
     // Mixtral files say "llama": the experts are what set them apart.
     const std::string arch =
@@ -212,6 +282,7 @@ void write_synthetic_model(const SyntheticModelSpec& s, const std::filesystem::p
                                         : generated_vocab(std::max<int64_t>(s.n_vocab, 512));
     const int64_t n_vocab =
         static_cast<int64_t>(bpe ? bpe_vocab.tokens.size() : vocab.tokens.size());
+    if (s.vocab_model) check_size(s, n_vocab);
     const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     const int64_t q_width = head_dim * s.n_head;
     const int64_t kv_width = head_dim * s.n_head_kv;
@@ -318,6 +389,23 @@ void write_synthetic_model(const SyntheticModelSpec& s, const std::filesystem::p
     norm("output_norm.weight");
     if (!tied) weight("output.weight", {s.n_embd, n_vocab});
     w.write(out);
+}
+
+}  // namespace
+
+void write_synthetic_model(const SyntheticModelSpec& s, const std::filesystem::path& out) {
+    check_spec(s);
+    try {
+        write_model(s, out);
+    } catch (const std::bad_alloc&) {
+        char text[200];
+        std::snprintf(text, sizeof text,
+                      "synth: out of memory: the model's %.1f GiB of tensors are held in memory "
+                      "while it is written (use smaller sizes or --type q4_0)",
+                      synthetic_model_bytes(s, std::max<int64_t>(s.n_vocab, 512)) /
+                          double(uint64_t{1} << 30));
+        throw Error(DWELL_ERR_OUT_OF_MEMORY, text);
+    }
 }
 
 }  // namespace dwell

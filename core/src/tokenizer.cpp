@@ -347,12 +347,7 @@ std::string replace_space_symbol(std::string_view piece) {
 }
 
 std::string status_message(const sentencepiece::util::Status& st) {
-    std::string msg = st.message();
-    // Keep the error to one line.
-    for (char& c : msg) {
-        if (c == '\n' || c == '\r') c = ' ';
-    }
-    return msg;
+    return sentencepiece_error_text(st.message());
 }
 
 // sentencepiece reports most malformed models through its status, but some
@@ -364,8 +359,22 @@ std::string load_serialized_proto(sentencepiece::SentencePieceProcessor& sp,
         const auto st = sp.LoadFromSerializedProto(proto);
         return st.ok() ? std::string() : status_message(st);
     } catch (const std::exception& e) {
-        return e.what();
+        return sentencepiece_error_text(e.what());
     }
+}
+
+// An optional integer key: absent is nullopt, but present with another type
+// is an error naming both, so a wrong type never silently means the default.
+std::optional<int64_t> optional_int(const GgufFile& file, const char* key) {
+    if (auto v = file.get_int(key)) return v;
+    const auto type = file.type_of(key);
+    if (!type) return std::nullopt;
+    const char* kind = *type == GgufType::STRING   ? "a string"
+                       : *type == GgufType::ARRAY  ? "an array"
+                       : *type == GgufType::UINT64 ? "an integer above INT64_MAX"
+                                                   : "a float";
+    throw Error(DWELL_ERR_CORRUPT, file.path().string() + ": metadata key " + key +
+                                       " is not an integer (it is " + kind + ")");
 }
 
 }  // namespace
@@ -392,7 +401,8 @@ struct Tokenizer::Impl {
     void encode_spm(std::string_view text, std::vector<int32_t>& out) const {
         std::vector<int> ids;
         if (const auto st = sp.Encode(text, &ids); !st.ok()) {
-            throw Error(DWELL_ERR_INTERNAL, source + ": encoding failed: " + status_message(st));
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        source + ": the text cannot be encoded: " + status_message(st));
         }
         out.insert(out.end(), ids.begin(), ids.end());
     }
@@ -430,6 +440,29 @@ struct Tokenizer::Impl {
         sort_special_tokens(specials);
     }
 };
+
+std::string sentencepiece_error_text(std::string_view message) {
+    std::string msg(message);
+    // "./src/x.cc(1101) [check expression] text": the location and the
+    // expression mean nothing to a user.
+    if (const size_t at = msg.find(".cc("); at != std::string::npos) {
+        const size_t close = msg.find("] ", at);
+        const size_t end = msg.find(')', at);
+        if (close != std::string::npos) {
+            msg.erase(0, close + 2);
+        } else if (end != std::string::npos) {
+            msg.erase(0, end + 1);
+        }
+    }
+    if (message.find("ParseFrom") != std::string_view::npos) msg = "protobuf parse failed";
+    if (message.find("all normalized characters are not consumed") != std::string_view::npos)
+        msg = "no normal token of the vocabulary covers it (only control tokens?)";
+    for (char& c : msg) {
+        if (c == '\n' || c == '\r') c = ' ';
+    }
+    while (!msg.empty() && msg.front() == ' ') msg.erase(0, 1);
+    return msg.empty() ? "sentencepiece refused it" : msg;
+}
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
@@ -519,7 +552,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     }
 
     auto special_id = [&](const char* key, int64_t fallback) {
-        const int64_t id = file.get_int(key).value_or(fallback);
+        const int64_t id = optional_int(file, key).value_or(fallback);
         if (id < 0 || static_cast<uint64_t>(id) >= n) {
             throw corrupt(std::string(key) + " = " + std::to_string(id) +
                           " is not a token id (vocabulary size " + std::to_string(n) + ")");
@@ -529,7 +562,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     const int32_t bos = special_id("tokenizer.ggml.bos_token_id", 1);
     const int32_t eos = special_id("tokenizer.ggml.eos_token_id", 2);
     const int32_t unk = special_id("tokenizer.ggml.unknown_token_id", 0);
-    const bool add_space_prefix = file.get_int("tokenizer.ggml.add_space_prefix").value_or(1) != 0;
+    const bool add_space_prefix =
+        optional_int(file, "tokenizer.ggml.add_space_prefix").value_or(1) != 0;
 
     bool has_unknown = false;
     bool has_bytes = false;
@@ -631,7 +665,7 @@ Tokenizer Tokenizer::from_bpe_gguf(const GgufFile& file) {
         }
     }
     auto optional_id = [&](const char* key) {
-        const auto id = file.get_int(key);
+        const auto id = optional_int(file, key);
         if (!id) return int32_t{-1};
         if (*id < 0 || static_cast<uint64_t>(*id) >= n) {
             throw corrupt(std::string(key) + " = " + std::to_string(*id) +
@@ -648,7 +682,7 @@ Tokenizer Tokenizer::from_bpe_gguf(const GgufFile& file) {
     impl->unk = optional_id("tokenizer.ggml.unknown_token_id");
     optional_id("tokenizer.ggml.padding_token_id");  // only checked
     impl->add_dummy_prefix = false;
-    impl->add_bos = file.get_int("tokenizer.ggml.add_bos_token").value_or(0) != 0;
+    impl->add_bos = optional_int(file, "tokenizer.ggml.add_bos_token").value_or(0) != 0;
     impl->pieces.reserve(n);
     impl->bytes.reserve(n);
     impl->control.resize(n);

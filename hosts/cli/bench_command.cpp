@@ -210,6 +210,7 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                                          ThermalSimPolicy::dwell};
     const char* colors[] = {"#d62728", "#ff7f0e", "#1f77b4"};
     // Files only when asked: a run for the summary leaves nothing behind.
+    check_output_not_input({"--svg", svg_path}, {{"--csv", csv_path}});
     std::optional<OutputFile> csv_file;
     std::ostringstream csv;
     if (!csv_path.empty()) {

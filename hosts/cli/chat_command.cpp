@@ -23,8 +23,8 @@
 #include "dwell/core/model.hpp"
 #include "dwell/core/output_file.hpp"
 #include "dwell/core/session.hpp"
-#include "dwell/core/text_generation.hpp"
 #include "dwell/core/text_file.hpp"
+#include "dwell/core/text_generation.hpp"
 #include "dwell/core/tokenizer.hpp"
 
 namespace dwell::cli {
@@ -332,6 +332,13 @@ int chat_command(const std::vector<std::string>& args) {
                 chat.use_backend(line.substr(9));
                 std::cout << "(backend: " << line.substr(9) << ")\n";
             } else if (line.rfind("/save ", 0) == 0) {
+                // Named as the user typed both; Session::save refuses it too.
+                if (same_file(line.substr(6), model_path)) {
+                    throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                                "/save " + line.substr(6) + " is the same file as -m " +
+                                    model_path +
+                                    ": saving would destroy the model (choose another file)");
+                }
                 chat.save(line.substr(6));
                 std::cout << "(saved to " << line.substr(6) << ")\n";
             } else if (line.rfind("/load ", 0) == 0) {

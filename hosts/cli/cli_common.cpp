@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "dwell/core/output_file.hpp"
 #include "dwell/core/session_file.hpp"
 
 namespace dwell::cli {
@@ -32,13 +33,11 @@ RuntimeOptions runtime_options(const CommonArgs& args) {
     RuntimeOptions o;
     if (!args.manifest.empty()) {
         // Checked here so a typo fails as an option, before anything loads.
-        if (!std::filesystem::is_regular_file(args.manifest))
-            throw po::error("--manifest " + args.manifest + " is not a readable file");
+        check_input_file({"--manifest", args.manifest});
         o.manifest = args.manifest;
     }
     if (!args.sysroot.empty()) {
-        if (!std::filesystem::is_directory(args.sysroot))
-            throw po::error("--sysroot " + args.sysroot + " is not a directory");
+        check_input_dir({"--sysroot", args.sysroot});
         o.device_root = args.sysroot;
     }
     if (!args.thermal.empty()) {
@@ -47,8 +46,7 @@ RuntimeOptions runtime_options(const CommonArgs& args) {
         o.thermal = args.thermal == "on";
     }
     if (!args.getprop.empty()) {
-        if (!std::filesystem::is_regular_file(args.getprop))
-            throw po::error("--getprop " + args.getprop + " is not a readable file");
+        check_input_file({"--getprop", args.getprop});
         o.getprop_file = args.getprop;
     }
     if (args.threads < 0 || args.threads > 1024) {
@@ -141,6 +139,53 @@ void check_count(int64_t n, const char* flag, int64_t min) {
     }
 }
 
+namespace {
+
+// The file's type, or a po::error "--flag PATH: <reason>" when it cannot be
+// examined (a symbolic-link loop, no permission, a name too long). A path
+// that does not exist is not_found, for the callers' own message.
+std::filesystem::file_type type_of(const FileArg& f) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(f.path, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+        throw po::error(std::string(f.flag) + " " + f.path + ": " + ec.message());
+    return st.type();
+}
+
+}  // namespace
+
+void check_input_file(const FileArg& file, const std::string& hint) {
+    if (type_of(file) != std::filesystem::file_type::regular) {
+        throw po::error(std::string(file.flag) + " " + file.path + " is not a readable file" +
+                        (hint.empty() ? "" : " (" + hint + ")"));
+    }
+}
+
+void check_input_dir(const FileArg& dir) {
+    if (type_of(dir) != std::filesystem::file_type::directory)
+        throw po::error(std::string(dir.flag) + " " + dir.path + " is not a directory");
+}
+
+void check_no_stray_arguments(const std::vector<std::string>& words) {
+    if (words.empty()) return;
+    std::string list;
+    for (const auto& w : words) list.append(list.empty() ? "'" : " '").append(w).append("'");
+    throw po::error(
+        std::string(words.size() == 1 ? "unexpected argument " : "unexpected arguments ") + list +
+        " (quote a value that has spaces, e.g. -p \"Once upon a time\")");
+}
+
+void check_output_not_input(const FileArg& output, std::initializer_list<FileArg> inputs) {
+    if (output.path.empty()) return;
+    for (const FileArg& in : inputs) {
+        if (!in.path.empty() && same_file(output.path, in.path)) {
+            throw po::error(std::string(output.flag) + " " + output.path + " is the same file as " +
+                            in.flag + " " + in.path +
+                            ": writing it would destroy the input (choose another output file)");
+        }
+    }
+}
+
 void set_verbosity(int verbosity) {
     // Logs go to stderr so stdout carries only the generated text.
     auto logger = spdlog::stderr_color_mt("dwell");
@@ -157,8 +202,22 @@ bool parse(const std::string& command, const std::string& usage, po::options_des
     desc.add_options()("help,h", po::bool_switch(), "show this help");
     po::command_line_parser parser(args);
     parser.options(desc);
-    if (positional) parser.positional(*positional);
-    po::store(parser.run(), vm);
+    // Positional words are matched here rather than by boost, which drops
+    // those a command does not declare: `-p Once upon a time` would run
+    // with the prompt "Once" and say nothing.
+    po::parsed_options parsed = parser.run();
+    std::vector<std::string> unexpected;
+    unsigned position = 0;
+    for (auto& opt : parsed.options) {
+        if (opt.position_key < 0) continue;
+        if (positional && position < positional->max_total_count()) {
+            opt.string_key = positional->name_for_position(position++);
+        } else {
+            unexpected.insert(unexpected.end(), opt.value.begin(), opt.value.end());
+        }
+    }
+    check_no_stray_arguments(unexpected);
+    po::store(parsed, vm);
     // --help wins over missing required options, so notify() comes after it.
     if (vm.count("help") && vm["help"].as<bool>()) {
         std::cout << "usage: dwell " << command << " " << usage << "\n\n" << desc << "\n";

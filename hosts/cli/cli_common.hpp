@@ -43,6 +43,25 @@ void check_sampling(const SamplerParams& sp);
 void check_ctx(int32_t n_ctx, const char* flag = "--ctx");
 void check_count(int64_t n, const char* flag, int64_t min);
 
+// A file or folder named on the command line. The checks use the
+// non-throwing std::filesystem calls, so a path that cannot be examined
+// (a symbolic-link loop, no permission, a name too long) is one line
+// "--flag PATH: <reason>", thrown as po::error.
+struct FileArg {
+    const char* flag;
+    std::string path;
+};
+void check_input_file(const FileArg& file, const std::string& hint = "");
+void check_input_dir(const FileArg& dir);
+// Throws po::error naming the words when there are any: arguments that no
+// option takes (most often the rest of an unquoted prompt).
+void check_no_stray_arguments(const std::vector<std::string>& words);
+// Outputs are renamed over their target, so an output that is the same
+// file as an input (the same name, a hard link or a symbolic link) would
+// replace what is read: refused as "OUT PATH is the same file as IN".
+// Empty paths are not given and are skipped.
+void check_output_not_input(const FileArg& output, std::initializer_list<FileArg> inputs);
+
 // Parses argv for a subcommand; prints help and returns false for --help.
 // Throws po::error on bad options.
 bool parse(const std::string& command, const std::string& usage, po::options_description& desc,

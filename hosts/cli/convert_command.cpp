@@ -53,6 +53,7 @@ int convert_command(const std::vector<std::string>& args) {
         return 0;
     }
     set_verbosity(0);
+    check_output_not_input({"-o", output}, {{"the input", input}});
     ConvertOptions o;
     o.input = input;
     o.output = output;

@@ -66,6 +66,9 @@ int eval_command(const std::vector<std::string>& args) {
     SessionOptions so;
     if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
     const RuntimeOptions ro = runtime_options(common);
+    check_output_not_input(
+        {"--logits", logits_path},
+        {{"-m", model_path}, {"--manifest", common.manifest}, {"--getprop", common.getprop}});
 
     Runtime runtime(ro);
     auto model = Model::load(runtime, model_path);

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,12 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (command == "version" || command == "--version") {
+        try {
+            dwell::cli::check_no_stray_arguments(args);
+        } catch (const boost::program_options::error& e) {
+            std::cerr << "dwell " << command << ": " << e.what() << "\n";
+            return 2;
+        }
         std::cout << "dwell " << dwell::version() << " (plugin ABI " << DWELL_ABI_MAJOR << "."
                   << DWELL_ABI_MINOR << ")\n";
         return 0;
@@ -74,6 +81,13 @@ int main(int argc, char** argv) {
         std::cerr << "dwell " << command << ": " << e.what() << " (see dwell " << command
                   << " --help)\n";
         return 2;
+    } catch (const std::bad_alloc&) {
+        // Anywhere an allocation is too large for this machine; the sizes
+        // of a model or of options are the usual cause.
+        std::cerr << "dwell " << command
+                  << ": error: out of memory (an allocation failed: use a smaller model, "
+                     "--ctx or --memory-budget)\n";
+        return 1;
     } catch (const std::exception& e) {
         // Messages quote file names and device facts: outside input that must
         // not reach the terminal as escape sequences or forged lines.

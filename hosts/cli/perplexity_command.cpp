@@ -44,10 +44,13 @@ int perplexity_command(const std::vector<std::string>& args) {
     SessionOptions so;
     so.n_batch = n_batch;
     if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
-    if (!base.empty() && !std::filesystem::is_regular_file(base))
-        throw po::error("--kl-base " + base +
-                        " is not a readable file (write one with --kl-base-save)");
+    if (!base.empty()) check_input_file({"--kl-base", base}, "write one with --kl-base-save");
     const RuntimeOptions ro = runtime_options(common);
+    check_output_not_input({"--kl-base-save", base_save}, {{"-m", model_path},
+                                                           {"-f", text_path},
+                                                           {"--kl-base", base},
+                                                           {"--manifest", common.manifest},
+                                                           {"--getprop", common.getprop}});
 
     const std::string text = read_text_file(text_path, "the text file (-f)");
     Runtime runtime(ro);

@@ -64,8 +64,8 @@ int synth_command(const std::vector<std::string>& args) {
     }
     if (spec.head_dim < 0)
         throw po::error("--head-dim " + std::to_string(spec.head_dim) + " must be >= 0");
-    if (!vocab.empty() && !std::filesystem::is_regular_file(vocab))
-        throw po::error("--vocab " + vocab + " is not a readable file");
+    if (!vocab.empty()) check_input_file({"--vocab", vocab});
+    check_output_not_input({"-o", out}, {{"--vocab", vocab}});
     if (spec.family != SyntheticFamily::mixtral) spec.n_expert = spec.n_expert_used = 0;
     spec.dtype = parse_type(type);
     spec.seed = static_cast<uint64_t>(seed);

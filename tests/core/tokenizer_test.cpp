@@ -462,6 +462,55 @@ TEST(TokenizerErrors, PieceStartingWithNulIsACorruptModel) {
                  {"fuzz.model", "not a usable sentencepiece model"});
 }
 
+// sentencepiece's messages carry its source location and the failed check
+// ("./src/sentencepiece_processor.cc(1101) [model_proto->ParseFromArray(...)]"):
+// a user sees what is wrong instead.
+TEST(TokenizerErrors, SentencepieceFailuresReadWithoutItsInternals) {
+    const std::string garbage("\x07\x07\x07\x07", 4);  // wire type 7 does not exist
+    expect_error([&] { Tokenizer::from_serialized_model(garbage, "garbage.model"); },
+                 DWELL_ERR_CORRUPT, {"garbage.model: not a sentencepiece model"});
+    try {
+        Tokenizer::from_serialized_model(garbage, "garbage.model");
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()).find(".cc("), std::string::npos) << e.what();
+        EXPECT_EQ(std::string(e.what()).find("ParseFrom"), std::string::npos) << e.what();
+    }
+
+    // Every token a control token: sentencepiece cannot cover any text.
+    TempFile file("_allctrl.gguf");
+    GgufWriter w;
+    const std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "a", "b"};
+    w.add_string("tokenizer.ggml.model", "llama");
+    w.add_string_array("tokenizer.ggml.tokens", tokens);
+    w.add_float32_array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
+    const std::vector<int32_t> types = {2, 3, 3, 3, 3};
+    w.add_int32_array("tokenizer.ggml.token_type", types);
+    w.write(file.path());
+    const Tokenizer tok = Tokenizer::from_gguf(GgufFile::open(file.path()));
+    expect_error([&] { tok.encode("ab", false); }, DWELL_ERR_INVALID_ARGUMENT,
+                 {file.path().string(), "the text cannot be encoded: no normal token"});
+    try {
+        tok.encode("ab", false);
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()).find(".cc("), std::string::npos) << e.what();
+    }
+}
+
+// An optional integer key stored as a string is an error naming it, not
+// the default.
+TEST(TokenizerErrors, GgufOptionalIntegerKeyOfAnotherType) {
+    for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.add_space_prefix"}) {
+        TempFile file(".gguf");
+        GgufWriter w;
+        add_small_vocab(w, {"a"});
+        w.add_string(key, "1");
+        w.write(file.path());
+        expect_error([&] { Tokenizer::from_gguf(GgufFile::open(file.path())); }, DWELL_ERR_CORRUPT,
+                     {file.path().string(),
+                      std::string("metadata key ") + key + " is not an integer (it is a string)"});
+    }
+}
+
 TEST(TokenizerErrors, GgufMismatchedArrayLengths) {
     TempFile file(".gguf");
     GgufWriter w;

@@ -116,6 +116,7 @@ fs::path edited_gguf_copy(const fs::path& from, const GgufEdit& edit, const fs::
     GgufWriter w(src.alignment());
     copy_gguf_metadata(src, w, [&](std::string_view k) { return k != edit.key; });
     if (!edit.key.empty() && edit.value) w.add_int32(edit.key, *edit.value);
+    if (!edit.key.empty() && edit.text) w.add_string(edit.key, *edit.text);
     for (const auto& t : src.tensors()) {
         const bool edited = !edit.tensor.empty() && t.name == edit.tensor;
         if (edited && edit.renamed.empty()) continue;

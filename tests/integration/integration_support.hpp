@@ -47,10 +47,11 @@ SyntheticModelSpec family_reference_spec(SyntheticFamily family);
 
 // What to change in a copy of a GGUF file (edited_gguf_copy).
 struct GgufEdit {
-    std::string key{};               // an integer metadata key to set or drop; empty: none
-    std::optional<int32_t> value{};  // its new value; nullopt: the key is dropped
-    std::string tensor{};            // a tensor to rename or drop; empty: none
-    std::string renamed{};           // its new name; empty: the tensor is dropped
+    std::string key{};                  // an integer metadata key to set or drop; empty: none
+    std::optional<int32_t> value{};     // its new value; nullopt: the key is dropped
+    std::string tensor{};               // a tensor to rename or drop; empty: none
+    std::string renamed{};              // its new name; empty: the tensor is dropped
+    std::optional<std::string> text{};  // `key` set to this string instead (a wrong type)
 };
 // Writes the GGUF file `from`, with `edit` applied, to `to`; returns `to`.
 std::filesystem::path edited_gguf_copy(const std::filesystem::path& from, const GgufEdit& edit,

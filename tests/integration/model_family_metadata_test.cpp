@@ -62,7 +62,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, ModelFamilyMetadata,
     ::testing::Values(
         Case{"Qwen2BlockCountMissing", SyntheticFamily::qwen2, "qwen2.block_count", std::nullopt,
-             "", kQwen2Refused + "metadata key qwen2.block_count is missing or not an integer"},
+             "", kQwen2Refused + "metadata key qwen2.block_count is missing"},
         Case{"Qwen2HeadsNotAMultipleOfKvHeads", SyntheticFamily::qwen2,
              "qwen2.attention.head_count_kv", 3, "",
              kQwen2Refused + "qwen2.attention.head_count (4) is not a multiple of "
@@ -80,6 +80,65 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"GemmaZeroWidth", SyntheticFamily::gemma, "gemma.embedding_length", 0, "",
              kGemmaRefused + "metadata key gemma.embedding_length = 0 is outside 1..1048576"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// An optional key stored with another type than the plugin reads is an
+// error naming the key and both types, never a silent fallback (the
+// trained context of 2048 in place of the file's, say).
+TEST(ModelFamilyMetadata, AnOptionalKeyOfTheWrongTypeIsRefusedNamingBothTypes) {
+    TempDir dir;
+    const fs::path good = write_family(dir, SyntheticFamily::llama);
+    const std::pair<std::string, std::string> cases[] = {
+        {"llama.context_length",
+         "metadata key llama.context_length is not an integer (it is a string)"},
+        {"llama.attention.head_count_kv",
+         "metadata key llama.attention.head_count_kv is not an integer (it is a string)"},
+        {"llama.rope.freq_base",
+         "metadata key llama.rope.freq_base is not a number (it is a string)"},
+        {"tokenizer.ggml.bos_token_id",
+         "metadata key tokenizer.ggml.bos_token_id is not an integer (it is a string)"},
+    };
+    for (const auto& [key, expected] : cases) {
+        const fs::path bad =
+            edited_gguf_copy(good, {.key = key, .text = "128"}, dir.path() / "bad.gguf");
+        const std::string msg = model_load_error(bad);
+        EXPECT_NE(msg.find(expected), std::string::npos) << key << ": " << msg;
+        EXPECT_NE(msg.find(bad.string()), std::string::npos) << msg;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+    // A string key stored as an integer is refused the same way.
+    const fs::path bad = edited_gguf_copy(good, {.key = "llama.rope.scaling.type", .value = 1},
+                                          dir.path() / "bad.gguf");
+    EXPECT_NE(model_load_error(bad).find(
+                  "metadata key llama.rope.scaling.type is not a string (it is an integer)"),
+              std::string::npos)
+        << model_load_error(bad);
+}
+
+// A file of an architecture no plugin serves lists each architecture once,
+// with the plugins that serve it: the mixtral plugin serves "llama" files.
+TEST(ModelFamilyMetadata, AnUnservedArchitectureListsEachServedOneOnceWithItsPlugins) {
+    TempDir dir;
+    const fs::path good = write_family(dir, SyntheticFamily::llama);
+    const fs::path bad = edited_gguf_copy(good, {.key = "general.architecture", .text = "mixtral"},
+                                          dir.path() / "bad.gguf");
+    const std::string msg = model_load_error(bad);
+    const std::string head = "architectures served: ";
+    const size_t at = msg.find(head);
+    ASSERT_NE(at, std::string::npos) << msg;
+    const std::string list = msg.substr(at + head.size(), msg.find(';', at) - at - head.size());
+    std::vector<std::string> archs;
+    for (size_t pos = 0; pos < list.size();) {
+        const size_t open = list.find(" (", pos);
+        ASSERT_NE(open, std::string::npos) << list;
+        archs.push_back(list.substr(pos, open - pos));
+        const size_t close = list.find(')', open);
+        ASSERT_NE(close, std::string::npos) << list;
+        pos = close + 1;
+        if (list.compare(pos, 2, ", ") == 0) pos += 2;
+    }
+    EXPECT_EQ(archs, (std::vector<std::string>{"gemma", "llama", "qwen2"})) << msg;
+    EXPECT_NE(list.find("mixtral"), std::string::npos) << msg;  // the plugin, named
+}
 
 }  // namespace
 }  // namespace dwell::test

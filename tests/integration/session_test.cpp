@@ -184,6 +184,34 @@ TEST_F(Sessions, SessionsOnSeveralThreadsAtOnce) {
     for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], i % 2 ? expected_b : expected_a) << i;
 }
 
+// A session file is renamed over its target: saved over the model it runs
+// (by name or through a hard link) it would replace the weights.
+TEST(SessionSave, RefusesTheModelFileItRuns) {
+    TempDir dir;
+    const fs::path model_file = write_small_model(dir);
+    const fs::path linked = dir.path() / "linked.gguf";
+    fs::create_hard_link(model_file, linked);
+    const std::string before = sha256_of(model_file);
+    Runtime runtime;
+    auto model = Model::load(runtime, model_file);
+    Session s(runtime, model);
+    const int32_t ids[] = {1, 2, 3};
+    s.decode(ids);
+    for (const fs::path& target : {model_file, linked}) {
+        try {
+            s.save(target);
+            ADD_FAILURE() << target << " was written";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.status(), DWELL_ERR_INVALID_ARGUMENT);
+            EXPECT_NE(std::string(e.what()).find("the model file this session runs"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    EXPECT_EQ(sha256_of(model_file), before);
+    s.save(dir.path() / "s.session");  // another file is fine
+}
+
 TEST_F(Sessions, SaveAndRestoreRoundTrip) {
     const auto prompt = prompt_of(53, 3);
     const fs::path file = dir_.path() / "conversation.dwses";

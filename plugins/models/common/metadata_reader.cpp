@@ -24,15 +24,35 @@ std::string MetadataReader::arch_key(std::string_view suffix) const {
     return arch_ + "." + std::string(suffix);
 }
 
+const char* MetadataReader::kind(const std::string& key) const {
+    // The table has no type query: each getter accepts only its own types.
+    int64_t i = 0;
+    double f = 0;
+    const char* text = nullptr;
+    size_t len = 0;
+    uint64_t n = 0;
+    if (meta_.get_int(meta_.self, key.c_str(), &i)) return "an integer";
+    // An integer get_int refuses is a uint64 above INT64_MAX.
+    if (meta_.get_float(meta_.self, key.c_str(), &f))
+        return f >= 9223372036854775808.0 && f == std::floor(f) ? "an integer above INT64_MAX"
+                                                                : "a float";
+    if (meta_.get_string(meta_.self, key.c_str(), &text, &len)) return "a string";
+    if (meta_.get_array_length(meta_.self, key.c_str(), &n)) return "an array";
+    return nullptr;
+}
+
 bool MetadataReader::has(const std::string& key) const {
-    double v = 0;
-    return meta_.get_float(meta_.self, key.c_str(), &v) != 0;
+    return kind(key) != nullptr;
 }
 
 int64_t MetadataReader::require_int(const std::string& key, int64_t lo, int64_t hi) const {
     int64_t v = 0;
-    if (!meta_.get_int(meta_.self, key.c_str(), &v))
-        throw std::runtime_error("metadata key " + key + " is missing or not an integer");
+    if (!meta_.get_int(meta_.self, key.c_str(), &v)) {
+        if (const char* k = kind(key))
+            throw std::runtime_error("metadata key " + key + " is not an integer (it is " + k +
+                                     ")");
+        throw std::runtime_error("metadata key " + key + " is missing");
+    }
     check_range(key, v, lo, hi);
     return v;
 }
@@ -41,7 +61,9 @@ int64_t MetadataReader::int_or(const std::string& key, int64_t fallback, int64_t
                                int64_t hi) const {
     int64_t v = 0;
     if (!meta_.get_int(meta_.self, key.c_str(), &v)) {
-        if (has(key)) throw std::runtime_error("metadata key " + key + " is not an integer");
+        if (const char* k = kind(key))
+            throw std::runtime_error("metadata key " + key + " is not an integer (it is " + k +
+                                     ")");
         return fallback;
     }
     check_range(key, v, lo, hi);
@@ -50,7 +72,11 @@ int64_t MetadataReader::int_or(const std::string& key, int64_t fallback, int64_t
 
 float MetadataReader::float_or(const std::string& key, float fallback) const {
     double v = 0;
-    if (!meta_.get_float(meta_.self, key.c_str(), &v)) return fallback;
+    if (!meta_.get_float(meta_.self, key.c_str(), &v)) {
+        if (const char* k = kind(key))
+            throw std::runtime_error("metadata key " + key + " is not a number (it is " + k + ")");
+        return fallback;
+    }
     const auto f = static_cast<float>(v);
     if (!std::isfinite(f)) {
         // The value as stored, not as float: 1e39 reads as itself.
@@ -76,7 +102,11 @@ float MetadataReader::positive_float_or(const std::string& key, float fallback) 
 std::optional<std::string> MetadataReader::string(const std::string& key) const {
     const char* s = nullptr;
     size_t len = 0;
-    if (!meta_.get_string(meta_.self, key.c_str(), &s, &len) || !s) return std::nullopt;
+    if (!meta_.get_string(meta_.self, key.c_str(), &s, &len) || !s) {
+        if (const char* k = kind(key))
+            throw std::runtime_error("metadata key " + key + " is not a string (it is " + k + ")");
+        return std::nullopt;
+    }
     return std::string(s, len);
 }
 

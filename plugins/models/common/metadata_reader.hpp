@@ -29,7 +29,12 @@ public:
     // "<architecture>.<suffix>", e.g. arch_key("block_count").
     std::string arch_key(std::string_view suffix) const;
 
-    bool has(const std::string& key) const;  // present as an integer or float
+    // Present, of any type. Every optional read below refuses a key that is
+    // present with another type than it reads, naming both: a fallback in
+    // its place would run the model with other hyper-parameters.
+    bool has(const std::string& key) const;
+    // "an integer", "a float", "a string", "an array"; nullptr when absent.
+    const char* kind(const std::string& key) const;
     // A required integer in lo..hi.
     int64_t require_int(const std::string& key, int64_t lo, int64_t hi) const;
     // An optional integer in lo..hi; `fallback` (unchecked) when absent.

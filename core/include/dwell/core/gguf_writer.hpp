@@ -40,6 +40,9 @@ public:
     void write(const std::filesystem::path& path) const;
 
 private:
+    // Everything before the first tensor's data, padded to the alignment.
+    std::vector<uint8_t> header_bytes() const;
+
     struct Tensor {
         std::string name;
         dwell_dtype dtype;

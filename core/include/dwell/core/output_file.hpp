@@ -80,6 +80,19 @@ private:
     int64_t size_at_start_ = 0;
 };
 
+// Whether `a` and `b` name one file: the same device and inode when both
+// exist (so hard links and symbolic links count), else the same
+// weakly_canonical path. Never throws; a path that cannot be examined is
+// compared by its text alone.
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) noexcept;
+
+// Throws dwell::Error(DWELL_ERR_INVALID_ARGUMENT) "<output> is <what_input>:
+// writing it would destroy it" when `output` is the same file as `input`:
+// an output is renamed over its target, so writing over an input (even a
+// read-only one) would replace what was just read.
+void refuse_output_over_input(const std::filesystem::path& output,
+                              const std::filesystem::path& input, const std::string& what_input);
+
 // Writes `text` to `target` through an OutputFile.
 void write_output_file(const std::filesystem::path& target, std::string_view text,
                        mode_t mode = 0644);

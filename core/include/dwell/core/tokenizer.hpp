@@ -81,6 +81,11 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// A sentencepiece error message as one line a user can act on: without
+// the library's source location and check expression, and with the common
+// failures named ("protobuf parse failed": not a model file at all).
+std::string sentencepiece_error_text(std::string_view message);
+
 // Turns generated ids into text as they arrive: emits only whole UTF-8
 // characters, drops the dummy-prefix space of the first piece (SPM only:
 // BPE adds none, so a leading space is real), and prints nothing for
