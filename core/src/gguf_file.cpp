@@ -20,8 +20,8 @@
 
 #include "dwell/core/error.hpp"
 #include "dwell/core/mapped_file.hpp"
-#include "posix_file.hpp"
 #include "dwell/core/printable_name.hpp"
+#include "posix_file.hpp"
 
 namespace dwell {
 namespace {

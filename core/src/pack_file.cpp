@@ -70,11 +70,11 @@
 #include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/gguf_file.hpp"
-#include "dwell/core/system_memory.hpp"
 #include "dwell/core/mapped_file.hpp"
 #include "dwell/core/output_file.hpp"
-#include "posix_file.hpp"
 #include "dwell/core/printable_name.hpp"
+#include "dwell/core/system_memory.hpp"
+#include "posix_file.hpp"
 
 namespace dwell {
 namespace {

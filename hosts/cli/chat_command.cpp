@@ -16,7 +16,6 @@
 #include <thread>
 
 #include "cli_common.hpp"
-#include "stop_signals.hpp"
 #include "dwell/core/chat_prompt.hpp"
 #include "dwell/core/error.hpp"
 #include "dwell/core/format_bytes.hpp"
@@ -26,6 +25,7 @@
 #include "dwell/core/text_file.hpp"
 #include "dwell/core/text_generation.hpp"
 #include "dwell/core/tokenizer.hpp"
+#include "stop_signals.hpp"
 
 namespace dwell::cli {
 

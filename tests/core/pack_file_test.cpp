@@ -615,8 +615,8 @@ TEST_F(PackCorruptionTest, NulInTensorName) {
     ASSERT_EQ(b[name + 3], '_');  // "tok_embd.weight"
     b[name + 3] = 0;
     reseal(b);
-    expect_rejected(b, {"directory entry 1 of", "tensor name 'tok\\x00embd.weight'",
-                        "contains a NUL byte"});
+    expect_rejected(
+        b, {"directory entry 1 of", "tensor name 'tok\\x00embd.weight'", "contains a NUL byte"});
 }
 
 TEST_F(PackCorruptionTest, InconsistentFrameCount) {
