@@ -23,6 +23,7 @@
 #include "dwell/core/runtime_thermal.hpp"
 #include "dwell/core/system_memory.hpp"
 #include "dwell/core/thermal_sensors.hpp"
+#include "test_dirs.hpp"
 
 namespace dwell {
 namespace {
@@ -80,10 +81,7 @@ int probe_refuses(const fs::path& root, const std::vector<std::string>& needles)
 class HostileTree : public ::testing::Test {
 protected:
     void SetUp() override {
-        root_ = fs::temp_directory_path() /
-                ("dwell-hostile-" + std::to_string(::getpid()) + "-" +
-                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(root_);
+        root_ = test::fresh_test_dir("dwell-hostile");
         fs::create_directories(root_ / "proc");
         fs::create_directories(root_ / "sys/devices/soc0");
         fs::create_directories(root_ / "sys/class/thermal/thermal_zone0");
@@ -93,7 +91,7 @@ protected:
         std::ofstream(root_ / "sys/class/thermal/thermal_zone0/type") << "cpu\n";
         std::ofstream(root_ / "sys/class/thermal/thermal_zone0/temp") << "41000\n";
     }
-    void TearDown() override { fs::remove_all(root_); }
+    void TearDown() override { test::remove_test_dir(root_); }
 
     // Replaces the file with a FIFO that no one writes.
     void fifo(const std::string& rel) {

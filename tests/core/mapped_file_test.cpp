@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dwell/core/error.hpp"
+#include "test_dirs.hpp"
 
 namespace dwell {
 namespace {
@@ -29,19 +30,12 @@ namespace fs = std::filesystem;
 class MappedFileTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        dir_ = fs::temp_directory_path() /
-               ("dwell_mapped_file_" + std::to_string(::getpid()) + "_" + info->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
+        dir_ = test::fresh_test_dir("dwell_mapped_file");
         file_ = dir_ / "model.bin";
         page_ = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
         std::ofstream(file_, std::ios::binary) << std::string(4 * page_, 'w');
     }
-    void TearDown() override {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
+    void TearDown() override { test::remove_test_dir(dir_); }
 
     fs::path dir_, file_;
     size_t page_ = 4096;

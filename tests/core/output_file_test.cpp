@@ -20,6 +20,7 @@
 #include "dwell/core/gguf_writer.hpp"
 #include "dwell/core/pack_file.hpp"
 #include "dwell/core/session_file.hpp"
+#include "test_dirs.hpp"
 
 namespace dwell {
 namespace {
@@ -46,17 +47,8 @@ bool one_line(const std::string& s) {
 
 class OutputFileTest : public ::testing::Test {
 protected:
-    void SetUp() override {
-        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        dir_ = fs::temp_directory_path() /
-               ("dwell_output_file_" + std::to_string(::getpid()) + "_" + info->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-    }
-    void TearDown() override {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
+    void SetUp() override { dir_ = test::fresh_test_dir("dwell_output_file"); }
+    void TearDown() override { test::remove_test_dir(dir_); }
 
     // The message of what `f` throws, "" when it does not.
     template <typename F>

@@ -12,6 +12,7 @@
 
 #include "dwell/core/error.hpp"
 #include "dwell/core/progress_bar.hpp"
+#include "test_dirs.hpp"
 
 namespace dwell {
 namespace {
@@ -19,23 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const double kLn2 = std::log(2.0);
-
-class ScratchDir {
-public:
-    ScratchDir() {
-        std::random_device rd;
-        path_ = fs::temp_directory_path() / ("dwell-ppl-test-" + std::to_string(rd()));
-        fs::create_directories(path_);
-    }
-    ~ScratchDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    const fs::path& path() const { return path_; }
-
-private:
-    fs::path path_;
-};
 
 // Per scored row, the logits `favoured` for the token that really follows
 // and 0 for the rest: with 4 tokens, ln 3 gives it p = 1/2, 0 gives 1/4.
@@ -148,7 +132,7 @@ TEST(Perplexity, RejectsTokensOutsideTheVocabulary) {
 }
 
 TEST(Perplexity, KlAgainstItsOwnBaseIsZero) {
-    ScratchDir dir;
+    test::TempDir dir;
     const fs::path base = dir.path() / "base.kl";
     const auto tokens = cyclic_tokens(24);
     FakeModel fake;
@@ -177,7 +161,7 @@ TEST(Perplexity, KlOfAnotherModelIsHandComputed) {
     // the others 1/6. KL(base || model) = 1/4 (ln(1/2) + 3 ln(3/2)) per
     // position, and the uniform base's top token (id 0, the first maximum)
     // is never the true next token (1, 2 or 3) here.
-    ScratchDir dir;
+    test::TempDir dir;
     const fs::path base = dir.path() / "uniform.kl";
     const auto tokens = cyclic_tokens(16);
     PerplexityOptions o;
@@ -216,7 +200,7 @@ void expect_error_naming(const std::function<void()>& f, const fs::path& file,
 }
 
 TEST(Perplexity, MismatchedBaseFilesAreRefusedNamingTheFile) {
-    ScratchDir dir;
+    test::TempDir dir;
     const fs::path base = dir.path() / "base.kl";
     FakeModel fake;
     fake.favoured_by_chunk = {1.0};
@@ -251,7 +235,7 @@ TEST(Perplexity, MismatchedBaseFilesAreRefusedNamingTheFile) {
 }
 
 TEST(Perplexity, AFailedRunLeavesNoBaseFile) {
-    ScratchDir dir;
+    test::TempDir dir;
     const fs::path base = dir.path() / "base.kl";
     FakeModel fake;
     fake.favoured_by_chunk = {1.0};

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include "test_dirs.hpp"
+
 namespace dwell {
 namespace {
 
@@ -19,15 +21,12 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 class SystemMemory : public ::testing::Test {
 protected:
     void SetUp() override {
-        root_ = fs::temp_directory_path() /
-                ("dwell-sysmem-" + std::to_string(::getpid()) + "-" +
-                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(root_);
+        root_ = test::fresh_test_dir("dwell-sysmem");
         // 8 GiB available of 16 GiB.
         write("proc/meminfo",
               "MemTotal:       16777216 kB\nMemFree:  100 kB\nMemAvailable:    8388608 kB\n");
     }
-    void TearDown() override { fs::remove_all(root_); }
+    void TearDown() override { test::remove_test_dir(root_); }
 
     void write(const std::string& rel, const std::string& text) {
         fs::create_directories((root_ / rel).parent_path());

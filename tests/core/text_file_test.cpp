@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "dwell/core/error.hpp"
+#include "test_dirs.hpp"
 
 namespace dwell {
 namespace {
@@ -17,11 +18,8 @@ namespace fs = std::filesystem;
 
 class TextFile : public ::testing::Test {
 protected:
-    void SetUp() override {
-        dir_ = fs::temp_directory_path() / ("dwell-text-" + std::to_string(::getpid()));
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
+    void SetUp() override { dir_ = test::fresh_test_dir("dwell-text"); }
+    void TearDown() override { test::remove_test_dir(dir_); }
     fs::path dir_;
 };
 

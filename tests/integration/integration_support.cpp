@@ -35,24 +35,6 @@ fs::path dwell_binary() {
     return fs::path(DWELL_TEST_BIN_DIR) / "dwell";
 }
 
-TempDir::TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("dwell-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-}
-
-fs::path TempDir::write(const std::string& name, const std::string& content) const {
-    fs::path p = path_ / name;
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-}
-
 SyntheticModelSpec small_model_spec() {
     SyntheticModelSpec spec;
     spec.n_embd = 64;

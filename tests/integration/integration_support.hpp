@@ -13,26 +13,13 @@
 
 #include "dwell/core/runtime.hpp"
 #include "dwell/core/synthetic_model.hpp"
+#include "test_dirs.hpp"
 
 namespace dwell::test {
 
 // Folder with this build's test-only plugins (abi2, partial).
 std::filesystem::path test_plugin_dir();
 std::filesystem::path dwell_binary();
-
-// A manifest file in a fresh temp folder; removed with the object.
-class TempDir {
-public:
-    TempDir();
-    ~TempDir();
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    const std::filesystem::path& path() const { return path_; }
-    std::filesystem::path write(const std::string& name, const std::string& content) const;
-
-private:
-    std::filesystem::path path_;
-};
 
 // A small synthetic Llama (2 layers, Q8_0, vocab 512): its shape, and the
 // file written into `dir`.
