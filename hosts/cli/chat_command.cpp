@@ -266,10 +266,8 @@ int chat_command(const std::vector<std::string>& args) {
     check_count(n_predict, "--n-predict", 1);
     check_ctx(n_ctx);
     check_sampling(sp);
-    if (seed < -1)
-        throw po::error("--seed " + std::to_string(seed) + " must be >= 0, or -1 for random");
-    if (ctx_full != "stop" && ctx_full != "shift")
-        throw po::error("--ctx-full '" + ctx_full + "' must be shift or stop");
+    check_seed(seed);
+    check_ctx_full(ctx_full);
     if (!template_name.empty()) {
         try {
             ChatTemplate::named(template_name);

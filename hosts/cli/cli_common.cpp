@@ -139,6 +139,16 @@ void check_count(int64_t n, const char* flag, int64_t min) {
     }
 }
 
+void check_seed(int64_t seed) {
+    if (seed < -1)
+        throw po::error("--seed " + std::to_string(seed) + " must be >= 0, or -1 for random");
+}
+
+void check_ctx_full(const std::string& mode) {
+    if (mode != "stop" && mode != "shift")
+        throw po::error("--ctx-full '" + mode + "' must be stop or shift");
+}
+
 namespace {
 
 // The file's type, or a po::error "--flag PATH: <reason>" when it cannot be

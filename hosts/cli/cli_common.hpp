@@ -42,6 +42,9 @@ dwell_dtype parse_kv_type(const std::string& name);
 void check_sampling(const SamplerParams& sp);
 void check_ctx(int32_t n_ctx, const char* flag = "--ctx");
 void check_count(int64_t n, const char* flag, int64_t min);
+// --seed: -1 (random) or more; --ctx-full: stop or shift.
+void check_seed(int64_t seed);
+void check_ctx_full(const std::string& mode);
 
 // A file or folder named on the command line. The checks use the
 // non-throwing std::filesystem calls, so a path that cannot be examined

@@ -174,10 +174,8 @@ int run_command(const std::vector<std::string>& args) {
     check_count(n_predict, "--n-predict", 0);
     check_ctx(n_ctx);
     check_sampling(sp);
-    if (seed < -1)
-        throw po::error("--seed " + std::to_string(seed) + " must be >= 0, or -1 for random");
-    if (ctx_full != "stop" && ctx_full != "shift")
-        throw po::error("--ctx-full '" + ctx_full + "' must be stop or shift");
+    check_seed(seed);
+    check_ctx_full(ctx_full);
     if (n_keep < 0) throw po::error("--keep " + std::to_string(n_keep) + " must be >= 0");
     if (n_ctx > 0 && n_keep >= n_ctx) {
         throw po::error("--keep " + std::to_string(n_keep) + " must be below --ctx " +
