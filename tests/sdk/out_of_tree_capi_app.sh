@@ -9,8 +9,10 @@
 #    greedy text, and every library log line must have come through its
 #    callback (a plugin's line included), none written by the library.
 # Exit 77 (skipped) when the model is missing, after the header checks.
+# A fifth argument: the sanitizer flags the app is built with (those of a
+# sanitized libdwell).
 set -euo pipefail
-build=$1 source=$2 cc=$3 cxx=$4
+build=$1 source=$2 cc=$3 cxx=$4 sanitize=${5:-}
 model=${DWELL_MODELS_DIR:-$source/../shared/models}/stories260K.gguf
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -30,7 +32,8 @@ done
 
 [ -f "$model" ] || { echo "SKIPPED: model $model not found"; exit 77; }
 cmake -S "$source/tests/sdk/capi-app" -B "$work/app" -G Ninja -DCMAKE_C_COMPILER="$cc" \
-  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize" >/dev/null
 cmake --build "$work/app" >/dev/null
 printf '[[backend]]\nplugin = "cpu"\n[cpu]\nthreads = 2\n' >"$work/cpu.toml"
 prompt="Once upon a time"
