@@ -127,6 +127,13 @@ int serve_command(const std::vector<std::string>& args) {
     }
     if (so.api_keys.empty())
         if (const char* env = std::getenv("DWELL_API_KEY")) so.api_keys = server::split_keys({env});
+    for (const std::string& k : so.api_keys) {
+        try {
+            server::check_key(k);
+        } catch (const std::invalid_argument& e) {
+            throw po::error(std::string("--api-key (or $DWELL_API_KEY): ") + e.what());
+        }
+    }
     if (vm.count("cors")) {
         so.cors_origins = server::split_keys(vm["cors"].as<std::vector<std::string>>());
         if (so.cors_origins.empty()) throw po::error("--cors is empty (ORIGIN[,ORIGIN] or *)");
@@ -163,6 +170,9 @@ int serve_command(const std::vector<std::string>& args) {
     if (so.max_tokens_limit < 1 || so.default_max_tokens < 1 || so.request_seconds < 1)
         throw po::error(
             "--max-tokens-limit, --default-max-tokens and --request-seconds must be >= 1");
+    if (so.default_max_tokens > so.max_tokens_limit)
+        throw po::error("--default-max-tokens " + std::to_string(so.default_max_tokens) +
+                        " is above --max-tokens-limit " + std::to_string(so.max_tokens_limit));
 
     // SIGINT/SIGTERM go to one thread that stops the server; blocked here
     // first so that no server thread receives them.

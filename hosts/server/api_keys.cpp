@@ -1,17 +1,21 @@
 #include "api_keys.hpp"
 
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 namespace dwell::server {
 
 ApiKeys::ApiKeys(const std::vector<std::string>& keys) {
     for (const std::string& k : keys) {
-        if (k.empty()) throw std::invalid_argument("an API key is empty");
+        check_key(k);
         digests_.push_back(digest(k));
     }
 }
@@ -70,14 +74,75 @@ std::vector<std::string> split_keys(const std::vector<std::string>& values) {
     return out;
 }
 
+namespace {
+
+constexpr size_t kMaxKeyFileBytes = size_t{1} << 20;
+constexpr size_t kMaxKeys = 10000;
+constexpr size_t kMaxKeyBytes = 4096;
+
+struct Fd {
+    int fd;
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+}  // namespace
+
+void check_key(std::string_view key) {
+    if (key.empty()) throw std::invalid_argument("an API key is empty");
+    if (key.size() > kMaxKeyBytes)
+        throw std::invalid_argument("an API key is longer than " + std::to_string(kMaxKeyBytes) +
+                                    " bytes");
+    // A key a client can send in an Authorization header: visible ASCII.
+    for (const char c : key)
+        if (c < 0x21 || c > 0x7e)
+            throw std::invalid_argument(
+                "an API key holds a space, a control byte or a byte outside ASCII (an "
+                "Authorization header could never carry it)");
+}
+
 std::vector<std::string> read_key_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(path + " cannot be read");
+    // Not blocking on a FIFO nobody writes, never reading a device without
+    // end: a key file is a regular file of bounded size.
+    Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
+    if (f.fd < 0) throw std::runtime_error(path + " cannot be read: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
+        throw std::runtime_error(path + " is not a regular file");
+    if (static_cast<uint64_t>(st.st_size) > kMaxKeyFileBytes)
+        throw std::runtime_error(path + " is larger than " +
+                                 std::to_string(kMaxKeyFileBytes >> 10) + " KiB");
+    std::string text(static_cast<size_t>(st.st_size), '\0');
+    size_t got = 0;
+    while (got < text.size()) {
+        const ssize_t n = ::read(f.fd, text.data() + got, text.size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw std::runtime_error(path + " cannot be read: " + std::strerror(errno));
+        if (n == 0) break;
+        got += static_cast<size_t>(n);
+    }
+    text.resize(got);
     std::vector<std::string> keys;
-    for (std::string line; std::getline(in, line);) {
+    size_t line_no = 0;
+    for (size_t at = 0; at < text.size();) {
+        size_t end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        const std::string line = text.substr(at, end - at);
+        at = end + 1;
+        ++line_no;
         const auto first = line.find_first_not_of(" \t\r");
         if (first == std::string::npos || line[first] == '#') continue;
-        keys.push_back(line.substr(first, line.find_last_not_of(" \t\r") - first + 1));
+        std::string key = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+        try {
+            check_key(key);
+        } catch (const std::invalid_argument& e) {
+            throw std::runtime_error(path + " line " + std::to_string(line_no) + ": " + e.what());
+        }
+        if (keys.size() == kMaxKeys)
+            throw std::runtime_error(path + " holds more than " + std::to_string(kMaxKeys) +
+                                     " keys");
+        keys.push_back(std::move(key));
     }
     if (keys.empty()) throw std::runtime_error(path + " holds no key");
     return keys;

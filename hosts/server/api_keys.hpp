@@ -16,7 +16,7 @@ namespace dwell::server {
 
 class ApiKeys {
 public:
-    // Throws std::invalid_argument for an empty key.
+    // Throws std::invalid_argument for a key check_key() refuses.
     explicit ApiKeys(const std::vector<std::string>& keys);
 
     bool empty() const { return digests_.empty(); }
@@ -33,13 +33,18 @@ private:
     std::vector<Digest> digests_;
 };
 
+// Throws std::invalid_argument (saying why) unless `key` is 1..4096
+// visible ASCII bytes, as an Authorization header can carry.
+void check_key(std::string_view key);
+
 // Keys from a list of "KEY[,KEY...]" values (an --api-key repeated, or
 // $DWELL_API_KEY), with surrounding spaces dropped; empty items are skipped.
 std::vector<std::string> split_keys(const std::vector<std::string>& values);
 
 // Keys from a file, one a line (surrounding spaces dropped); blank lines
 // and lines starting with '#' are skipped. Throws std::runtime_error naming
-// the file when it cannot be read or holds no key.
+// the file when it is not a regular file of at most 1 MiB, holds no key,
+// more than 10,000 keys, or a line check_key() refuses (naming the line).
 std::vector<std::string> read_key_file(const std::string& path);
 
 }  // namespace dwell::server

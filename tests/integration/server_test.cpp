@@ -8,7 +8,9 @@
 #ifdef DWELL_TEST_HAVE_SERVER  // built without cpp-httplib: no server to test
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -724,6 +726,10 @@ TEST(ServeCommand, BadOptionValuesExit2BeforeTheModelLoads) {
         {{"--read-seconds", "0"}, "--read-seconds 0 is out of range"},
         {{"--max-connections", "0"}, "--max-connections 0 is out of range"},
         {{"--max-connections-per-peer", "600"}, "--max-connections-per-peer 600 is out of range"},
+        {{"--api-key", "bad\x01key"}, "--api-key (or $DWELL_API_KEY): an API key holds a space"},
+        {{"--api-key-file", "/dev/zero"}, "--api-key-file /dev/zero is not a regular file"},
+        {{"--api-key-file", "/tmp"}, "--api-key-file /tmp is not a regular file"},
+        {{"--default-max-tokens", "5000"}, "--default-max-tokens 5000 is above --max-tokens-limit"},
         {{"--api-key-file", "/nonexistent/keys"},
          "--api-key-file /nonexistent/keys cannot be read"},
     };
@@ -732,6 +738,28 @@ TEST(ServeCommand, BadOptionValuesExit2BeforeTheModelLoads) {
         args.insert(args.end(), flags.begin(), flags.end());
         const CommandResult r = run_dwell(args);
         EXPECT_EQ(r.exit_code, 2) << flags[0] << ": " << r.err;
+        EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    }
+}
+
+TEST(ServeCommand, KeyFilesThatAreNotSmallTextFilesAreRefusedWithoutBlocking) {
+    TempDir dir;
+    const std::string fifo = (dir.path() / "keys.fifo").string();
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const std::string big = dir.write("big.keys", std::string((1 << 20) + 1, 'k')).string();
+    const std::string binary = dir.write("binary.keys", std::string("good\nk\xff\x02y\n")).string();
+    const std::pair<std::string, std::string> cases[] = {
+        {fifo, "is not a regular file"},
+        {big, "is larger than 1024 KiB"},
+        {binary, "line 2: an API key holds a space, a control byte or a byte outside ASCII"},
+    };
+    for (const auto& [file, message] : cases) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const CommandResult r =
+            run_dwell({"serve", "-m", "/nonexistent/model.gguf", "--api-key-file", file});
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << file;
+        EXPECT_EQ(r.exit_code, 2) << file << ": " << r.err;
+        EXPECT_NE(r.err.find("--api-key-file " + file), std::string::npos) << r.err;
         EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
     }
 }
