@@ -97,14 +97,23 @@ std::vector<fs::path> plugin_path() {
     return dirs;
 }
 
+// Why `p` is not a regular file, for a one-line message: missing, or what it is.
+std::string not_a_file(const fs::path& p) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(p, ec);
+    if (ec || !fs::exists(st)) return "no such file";
+    if (fs::is_directory(st)) return "a folder, not a file";
+    return "not a regular file (a FIFO, socket or device)";
+}
+
 // --plugin is a file (.../libdwell-NAME.so) or a plugin name looked up on
 // the plugin path.
 fs::path resolve_plugin(const std::string& arg) {
     if (arg.find('/') != std::string::npos || arg.ends_with(".so")) {
         std::error_code ec;
         if (!fs::is_regular_file(arg, ec))
-            throw UsageError("--plugin " + arg +
-                             ": no such file (give libdwell-NAME.so or a name)");
+            throw UsageError("--plugin " + arg + ": " + not_a_file(arg) +
+                             " (give libdwell-NAME.so or a name)");
         if (plugin_name_of(arg).empty())
             throw UsageError("--plugin " + arg +
                              ": a plugin file must be named libdwell-NAME.so (the runtime finds "
@@ -204,7 +213,7 @@ int run(const po::variables_map& vm) {
         efile = vm["expectations"].as<std::string>();
         std::error_code ec;
         if (!fs::is_regular_file(efile, ec))
-            throw UsageError("--expectations " + efile.string() + ": no such file");
+            throw UsageError("--expectations " + efile.string() + ": " + not_a_file(efile));
     } else {
         const fs::path beside =
             s.plugin.parent_path() / ("libdwell-" + s.name + ".conformance.toml");

@@ -25,6 +25,7 @@ usage() {
   echo "ok: $name: $(cat "$work/err")"
 }
 toml() { printf "$2" >"$work/$1.toml"; }
+mkdir -p "$work/libdwell-x.so"
 
 usage "no --plugin" "--plugin is required"
 usage "unknown flag" "--bogus" --plugin cpu --bogus
@@ -34,6 +35,12 @@ usage "option without =" "--option threads: expected KEY=VALUE" --plugin cpu --o
 usage "filter matching nothing" "--filter zzz*: matches no case" --plugin cpu --filter 'zzz*'
 usage "missing expectations" "--expectations $work/none.toml: no such file" \
   --plugin cpu --expectations "$work/none.toml"
+usage "expectations that are a folder" "--expectations $work: a folder, not a file" \
+  --plugin cpu --expectations "$work"
+usage "expectations that are a device" "--expectations /dev/zero: not a regular file" \
+  --plugin cpu --expectations /dev/zero
+usage "a plugin that is a folder" "--plugin $work/libdwell-x.so: a folder, not a file" \
+  --plugin "$work/libdwell-x.so"
 toml glob '[[decline]]\ncases = ["add_same", "ad_*"]\nreason = "x"\n'
 usage "glob matching no case" "$work/glob.toml:2:22: [[decline]] cases: 'ad_*' matches no case" \
   --plugin cpu --expectations "$work/glob.toml"
