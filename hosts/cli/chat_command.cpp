@@ -21,6 +21,7 @@
 #include "dwell/core/format_bytes.hpp"
 #include "dwell/core/model.hpp"
 #include "dwell/core/output_file.hpp"
+#include "dwell/core/printable_name.hpp"
 #include "dwell/core/session.hpp"
 #include "dwell/core/text_file.hpp"
 #include "dwell/core/text_generation.hpp"
@@ -181,10 +182,27 @@ public:
                 messages.push_back(
                     {m.at("role").get<std::string>(), m.at("content").get<std::string>()});
             held = j.at("held_text").get<std::string>();
-        } catch (const nlohmann::json::exception& e) {
+        } catch (const nlohmann::json::exception&) {
             throw Error(DWELL_ERR_CORRUPT,
-                        source + ": not a saved conversation (" + std::string(e.what()) + ")");
+                        source +
+                            ": not a saved conversation (its messages are not the JSON "
+                            "/save writes)");
         }
+        // What was saved is checked as if it had been typed: a crafted file
+        // must not wedge the chat or forge turns.
+        for (size_t i = 0; i < messages.size(); ++i) {
+            const std::string& role = messages[i].role;
+            if (role != "system" && role != "user" && role != "assistant")
+                throw Error(DWELL_ERR_CORRUPT,
+                            source + ": message " + std::to_string(i) + " has the role '" +
+                                printable_text(role) +
+                                "', not system, user or assistant (not a file /save wrote)");
+        }
+        if (const auto hit = prompt_.find_control_text(messages))
+            throw Error(DWELL_ERR_CORRUPT, source + ": message " + std::to_string(hit->message) +
+                                               " holds the chat template's control text '" +
+                                               printable_text(hit->text) +
+                                               "' (not a file /save wrote)");
         std::lock_guard lock(mutex_);
         session_ = std::move(restored);
         messages_ = std::move(messages);
