@@ -215,7 +215,13 @@ CompletionRequest parse_completion_body(std::string_view body, bool chat,
         parsed = json::parse(body, depth_limit);
     } catch (const json::exception& e) {
         // parse_error, and out_of_range for a number no double holds (1e400).
-        throw RequestError(400, std::string("the body is not valid JSON: ") + e.what());
+        // Without the parser's "[json.exception.parse_error.101] " tag.
+        std::string what = e.what();
+        if (what.starts_with("[json.exception.")) {
+            const size_t end = what.find("] ");
+            if (end != std::string::npos) what.erase(0, end + 2);
+        }
+        throw RequestError(400, "the body is not valid JSON: " + what);
     }
     return parse_completion_request(parsed, chat, max_tokens_limit);
 }

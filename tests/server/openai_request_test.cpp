@@ -70,6 +70,9 @@ TEST(OpenAiRequest, InvalidJsonIsRefused) {
     } catch (const RequestError& e) {
         EXPECT_EQ(e.status(), 400);
         EXPECT_EQ(std::string(e.what()).rfind("the body is not valid JSON: ", 0), 0u) << e.what();
+        // Where, in the client's terms, without the parser library's tag.
+        EXPECT_NE(std::string(e.what()).find("line 1, column"), std::string::npos) << e.what();
+        EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
     }
 }
 
