@@ -46,8 +46,9 @@ struct FrontOptions {
     std::chrono::milliseconds request_deadline{std::chrono::seconds(20)};
     // An idle keep-alive connection is closed after this.
     std::chrono::milliseconds idle_timeout{std::chrono::seconds(5)};
-    // Each wait for the socket to take more of a reply.
-    std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};
+    // A reply that makes no progress this long ends its connection: a
+    // client that does not read must not hold a worker for long.
+    std::chrono::milliseconds write_timeout{std::chrono::seconds(10)};
     int max_connections = 512;
     int max_connections_per_peer = 64;
     size_t max_buffered_bytes = size_t{128} << 20;  // requests read and not yet answered
