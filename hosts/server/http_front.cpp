@@ -139,7 +139,9 @@ private:
 struct HttpFront::Impl {
     // Waiting: a complete request that waits for one of its peer's
     // workers to free (a peer may hold at most half of them).
-    enum class State { Idle, Reading, Lingering, Waiting };
+    // Draining: a pipelined request waits until the socket takes more of
+    // the replies before it (a client that never reads gets no worker).
+    enum class State { Idle, Reading, Lingering, Waiting, Draining };
 
     struct Connection {
         Connection(int f, std::string p, const FramerLimits& limits)
@@ -306,7 +308,8 @@ void HttpFront::Impl::loop() {
             // to a decision already; it is not read further.
             const bool room = c->state == State::Lingering ||
                               (c->state != State::Waiting && !c->eof && c->in.size() < max_in);
-            fds.push_back({fd, static_cast<short>(room ? POLLIN : 0), 0});
+            const short events = c->state == State::Draining ? POLLOUT : room ? POLLIN : 0;
+            fds.push_back({fd, events, 0});
             next = std::min(next, c->deadline);
         }
         const auto wait = std::chrono::duration_cast<milliseconds>(next - now).count();
@@ -333,6 +336,18 @@ void HttpFront::Impl::loop() {
             const auto it = polled.find(fds[at].fd);
             if (it == polled.end()) continue;
             Connection& c = *it->second;
+            if (c.state == State::Draining) {
+                if (fds[at].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+                    finish(c);
+                } else if (fds[at].revents & POLLOUT) {
+                    c.state = State::Idle;
+                    c.deadline = after + opts.request_deadline;
+                    if (frame(c, after) && c.eof &&
+                        (c.state == State::Idle || c.state == State::Reading))
+                        finish(c);
+                }
+                continue;
+            }
             if (c.state == State::Waiting || (c.eof && c.state != State::Lingering)) {
                 if (fds[at].revents & (POLLERR | POLLHUP | POLLNVAL)) finish(c);
                 continue;
@@ -593,7 +608,11 @@ void HttpFront::Impl::take_returned(Clock::time_point now) {
             ++c.served;
             c.state = State::Idle;
             c.deadline = now + opts.idle_timeout;
-            if (!c.in.empty()) {
+            pollfd p{c.fd, POLLOUT, 0};
+            if (!c.in.empty() && (poll(&p, 1, 0) <= 0 || !(p.revents & POLLOUT))) {
+                c.state = State::Draining;
+                c.deadline = now + opts.write_timeout;
+            } else if (!c.in.empty()) {
                 c.deadline = now + opts.request_deadline;
                 // A pipelined request.
                 if (frame(c, now) && c.eof && (c.state == State::Idle || c.state == State::Reading))
