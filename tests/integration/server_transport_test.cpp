@@ -21,6 +21,7 @@
 
 #include "dwell/core/model.hpp"
 #include "dwell/core/runtime.hpp"
+#include "http_front.hpp"
 #include "integration_support.hpp"
 #include "openai_server.hpp"
 #include "test_paths.hpp"
@@ -589,6 +590,57 @@ TEST_F(ServerTransport, ARequestFollowedByAHalfCloseIsAnswered) {
     const Reply completion = parse_reply(both.substr(second));
     EXPECT_EQ(completion.status, 200) << completion.body;
     EXPECT_TRUE(is_json(completion.body)) << completion.body;
+}
+
+// The front alone, with a handler that is slow for 127.0.0.2: that peer's
+// requests may hold at most half of the workers, so another peer's request
+// is answered at once.
+TEST(ServerTransportFront, APeerHoldsAtMostHalfTheWorkers) {
+    server::FrontOptions f;
+    f.workers = 4;
+    std::atomic<bool> release{false};
+    server::HttpFront front(
+        f,
+        [&](httplib::Stream& stream, bool) {
+            std::string ip;
+            int port = 0;
+            stream.get_remote_ip_and_port(ip, port);
+            // Bounded: the test releases it, or 5 s pass.
+            for (int i = 0; i < 500 && ip == "127.0.0.2" && !release; ++i)
+                std::this_thread::sleep_for(10ms);
+            const std::string_view r =
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+            stream.write(r.data(), r.size());
+            return false;
+        },
+        [](int, const std::string& m, const std::string&) { return "{\"m\":\"" + m + "\"}"; });
+    const int port = front.bind("127.0.0.1", 0);
+    std::thread serving([&] { front.serve(); });
+    const std::string get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    std::vector<std::unique_ptr<Raw>> slow;
+    bool bound = true;
+    for (int i = 0; i < 8; ++i) {
+        slow.push_back(std::make_unique<Raw>(port, "127.0.0.2"));
+        bound = bound && slow.back()->bound();
+        slow.back()->send(get);
+    }
+    std::this_thread::sleep_for(300ms);  // the slow requests have taken what they may
+    Raw other(port, "127.0.0.3");
+    const bool other_bound = other.bound();
+    other.send(get);
+    const auto t0 = Clock::now();
+    const std::string got = other.read_until_closed(3s);
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    release = true;
+    // Every slow request is still answered, in turn.
+    int answered = 0;
+    for (auto& c : slow) answered += parse_reply(c->read_until_closed(5s)).status == 200;
+    front.stop();
+    serving.join();
+    if (!bound || !other_bound) GTEST_SKIP() << "cannot bind 127.0.0.2/3 on this machine";
+    EXPECT_EQ(parse_reply(got).status, 200) << got;
+    EXPECT_LT(seconds, 1.0) << "another peer waited behind 127.0.0.2's requests";
+    EXPECT_EQ(answered, 8);
 }
 
 }  // namespace
