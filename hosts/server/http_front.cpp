@@ -88,16 +88,15 @@ public:
 
     bool is_readable() const override { return at_ < request_.size(); }
 
-    // As httplib's own: room to write, and the client has not gone (a
-    // readable socket with nothing to read has been closed by its peer).
+    // Room to write within write_timeout, and the client has not gone.
+    // End of input is not "gone": a client may half-close after its
+    // request (RFC 9112 9.6) and still read the reply; one that closed
+    // for good resets the connection at our next send, and POLLERR/POLLHUP
+    // or the failed send tell us then.
     bool is_writable() const override {
         pollfd p{fd_, POLLOUT, 0};
         const int n = poll(&p, 1, static_cast<int>(write_timeout_.count()));
-        if (n <= 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL)) || !(p.revents & POLLOUT))
-            return false;
-        char byte;
-        const ssize_t peek = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        return peek > 0 || (peek < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+        return n > 0 && !(p.revents & (POLLERR | POLLHUP | POLLNVAL)) && (p.revents & POLLOUT);
     }
 
     ssize_t read(char* ptr, size_t size) override {
@@ -138,7 +137,11 @@ private:
 }  // namespace
 
 struct HttpFront::Impl {
-    enum class State { Idle, Reading, Lingering };
+    // Waiting: a complete request that waits for one of its peer's
+    // workers to free (a peer may hold at most half of them).
+    // Draining: a pipelined request waits until the socket takes more of
+    // the replies before it (a client that never reads gets no worker).
+    enum class State { Idle, Reading, Lingering, Waiting, Draining };
 
     struct Connection {
         Connection(int f, std::string p, const FramerLimits& limits)
@@ -152,6 +155,9 @@ struct HttpFront::Impl {
         Clock::time_point deadline;
         int served = 0;
         size_t lingered = 0;
+        Clock::time_point accepted;
+        uint64_t order = 0;  // of its accept: which is the oldest
+        bool eof = false;    // the client sends no more (it may still read)
     };
     using Owned = std::unique_ptr<Connection>;
 
@@ -162,8 +168,11 @@ struct HttpFront::Impl {
     void loop();
     void accept_all(Clock::time_point now);
     void on_readable(Connection& c, Clock::time_point now);
-    void frame(Connection& c, Clock::time_point now);
-    void dispatch(Connection& c);
+    // False when the connection went to a worker (no longer this thread's).
+    bool frame(Connection& c, Clock::time_point now);
+    bool dispatch(Connection& c);
+    bool submit(Connection& c);
+    bool evict_silent();
     void refuse(Connection& c, int status, const std::string& message, Clock::time_point now);
     void finish(Connection& c);
     void take_returned(Clock::time_point now);
@@ -183,7 +192,12 @@ struct HttpFront::Impl {
     // The polling thread's own.
     std::unordered_map<int, Owned> polled;
     std::unordered_map<std::string, int> per_peer;  // open, not lingering
-    int open = 0;                                   // every connection it accepted and holds
+    // Requests each peer has with the workers (pending or being answered),
+    // and its connections whose next request waits for one of them.
+    std::unordered_map<std::string, int> busy_per_peer;
+    std::unordered_map<std::string, std::deque<int>> waiting;
+    int open = 0;  // every connection it accepted and holds
+    uint64_t accepted_count = 0;
     Clock::time_point accept_paused_until{};
 
     // Request bytes read and not yet answered (workers give theirs back).
@@ -292,8 +306,10 @@ void HttpFront::Impl::loop() {
         for (auto& [fd, c] : polled) {
             // A connection holding a whole buffer's worth has been framed
             // to a decision already; it is not read further.
-            const bool room = c->state == State::Lingering || c->in.size() < max_in;
-            fds.push_back({fd, static_cast<short>(room ? POLLIN : 0), 0});
+            const bool room = c->state == State::Lingering ||
+                              (c->state != State::Waiting && !c->eof && c->in.size() < max_in);
+            const short events = c->state == State::Draining ? POLLOUT : room ? POLLIN : 0;
+            fds.push_back({fd, events, 0});
             next = std::min(next, c->deadline);
         }
         const auto wait = std::chrono::duration_cast<milliseconds>(next - now).count();
@@ -317,8 +333,26 @@ void HttpFront::Impl::loop() {
         // round (nothing is accepted or handed back in between).
         for (; at < fds.size(); ++at) {
             if (!fds[at].revents) continue;
-            if (const auto it = polled.find(fds[at].fd); it != polled.end())
-                on_readable(*it->second, after);
+            const auto it = polled.find(fds[at].fd);
+            if (it == polled.end()) continue;
+            Connection& c = *it->second;
+            if (c.state == State::Draining) {
+                if (fds[at].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+                    finish(c);
+                } else if (fds[at].revents & POLLOUT) {
+                    c.state = State::Idle;
+                    c.deadline = after + opts.request_deadline;
+                    if (frame(c, after) && c.eof &&
+                        (c.state == State::Idle || c.state == State::Reading))
+                        finish(c);
+                }
+                continue;
+            }
+            if (c.state == State::Waiting || (c.eof && c.state != State::Lingering)) {
+                if (fds[at].revents & (POLLERR | POLLHUP | POLLNVAL)) finish(c);
+                continue;
+            }
+            on_readable(c, after);
         }
         // Deadlines.
         std::vector<Connection*> late;
@@ -374,6 +408,10 @@ void HttpFront::Impl::accept_all(Clock::time_point now) {
         };
         // httplib (built with select()) answers 500 for a descriptor past
         // FD_SETSIZE; the caps below keep them under it.
+        // A full table makes room by dropping its oldest connection that
+        // holds nothing (silent, or idle between requests): else a few
+        // addresses opening silent connections lock everyone out.
+        if (open >= opts.max_connections && fd < FD_SETSIZE) evict_silent();
         if (open >= opts.max_connections || fd >= FD_SETSIZE) {
             refuse_now("the server has too many open connections; retry shortly");
             continue;
@@ -388,7 +426,11 @@ void HttpFront::Impl::accept_all(Clock::time_point now) {
         ++count;
         ++open;
         auto c = std::make_unique<Connection>(fd, std::move(peer), opts.limits);
-        c->deadline = now + opts.request_deadline;
+        // Until its first byte a connection has the idle timeout, not the
+        // whole request's deadline.
+        c->accepted = now;
+        c->order = accepted_count++;
+        c->deadline = now + std::min(opts.request_deadline, opts.idle_timeout);
         polled.emplace(fd, std::move(c));
     }
 }
@@ -412,7 +454,14 @@ void HttpFront::Impl::on_readable(Connection& c, Clock::time_point now) {
     for (int reads = 0; reads < 4 && c.in.size() < max_in; ++reads) {
         const size_t want = std::min(sizeof buf, max_in - c.in.size());
         const ssize_t n = recv(c.fd, buf, want, 0);
-        if (n == 0) return finish(c);  // gone (mid-request: nobody to answer)
+        if (n == 0) {
+            // No more requests: answer those in (the client may still read
+            // after a half-close); an unfinished one has nobody to answer.
+            c.eof = true;
+            if (!frame(c, now)) return;
+            if (c.state == State::Idle || c.state == State::Reading) finish(c);
+            return;
+        }
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -423,7 +472,7 @@ void HttpFront::Impl::on_readable(Connection& c, Clock::time_point now) {
                           now);
         if (c.state == State::Idle) {
             c.state = State::Reading;
-            if (c.served > 0) c.deadline = now + opts.request_deadline;
+            c.deadline = (c.served > 0 ? now : c.accepted) + opts.request_deadline;
         }
         c.in.append(buf, static_cast<size_t>(n));
         buffered += static_cast<size_t>(n);
@@ -432,8 +481,8 @@ void HttpFront::Impl::on_readable(Connection& c, Clock::time_point now) {
     frame(c, now);
 }
 
-void HttpFront::Impl::frame(Connection& c, Clock::time_point now) {
-    if (c.in.empty()) return;
+bool HttpFront::Impl::frame(Connection& c, Clock::time_point now) {
+    if (c.in.empty()) return true;
     c.state = State::Reading;
     const Framing f = c.framer.advance(c.in);
     switch (f.state) {
@@ -442,12 +491,14 @@ void HttpFront::Impl::frame(Connection& c, Clock::time_point now) {
                 static constexpr std::string_view go = "HTTP/1.1 100 Continue\r\n\r\n";
                 (void)!send(c.fd, go.data(), go.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
             }
-            return;
+            return true;
         case Framing::State::Refused:
-            return refuse(c, f.status, f.message, now);
+            refuse(c, f.status, f.message, now);
+            return true;
         case Framing::State::Complete:
             return dispatch(c);
     }
+    return true;
 }
 
 HttpFront::Impl::Owned HttpFront::Impl::detach(Connection& c) {
@@ -457,7 +508,7 @@ HttpFront::Impl::Owned HttpFront::Impl::detach(Connection& c) {
     return owned;
 }
 
-void HttpFront::Impl::dispatch(Connection& c) {
+bool HttpFront::Impl::dispatch(Connection& c) {
     // The next request's bytes (if the client pipelined) stay in `in`.
     c.request = c.framer.take_request();
     const size_t consumed = c.framer.consumed();
@@ -465,17 +516,44 @@ void HttpFront::Impl::dispatch(Connection& c) {
     buffered -= consumed;
     buffered += c.request.size();
     c.framer.reset();
+    // One peer may hold at most half of the workers: a client pipelining
+    // requests whose replies it never reads parks each worker it gets for
+    // write_timeout, and must leave the rest to others.
+    const int cap = std::max(1, opts.workers / 2);
+    if (busy_per_peer[c.peer] >= cap) {
+        c.state = State::Waiting;
+        c.deadline = Clock::time_point::max();
+        waiting[c.peer].push_back(c.fd);
+        return true;
+    }
+    return submit(c);
+}
+
+bool HttpFront::Impl::submit(Connection& c) {
     {
         std::lock_guard lock(mutex);
         if (pending.size() < opts.max_pending) {
+            ++busy_per_peer[c.peer];
             pending.push_back(detach(c));
             cv.notify_one();
-            return;
+            return false;
         }
     }
     buffered -= c.request.size();
     c.request.clear();
+    c.state = State::Reading;
     refuse(c, 503, "the server is busy; retry shortly", Clock::now());
+    return true;
+}
+
+bool HttpFront::Impl::evict_silent() {
+    Connection* oldest = nullptr;
+    for (auto& [fd, c] : polled)
+        if (c->state == State::Idle && c->in.empty() && (!oldest || c->order < oldest->order))
+            oldest = c.get();
+    if (!oldest) return false;
+    finish(*oldest);
+    return true;
 }
 
 void HttpFront::Impl::refuse(Connection& c, int status, const std::string& message,
@@ -492,6 +570,13 @@ void HttpFront::Impl::refuse(Connection& c, int status, const std::string& messa
 }
 
 void HttpFront::Impl::finish(Connection& c) {
+    if (c.state == State::Waiting) {
+        buffered -= c.request.size();
+        if (const auto it = waiting.find(c.peer); it != waiting.end()) {
+            std::erase(it->second, c.fd);
+            if (it->second.empty()) waiting.erase(it);
+        }
+    }
     if (c.state != State::Lingering) {
         if (--per_peer[c.peer] <= 0) per_peer.erase(c.peer);
     } else if (const auto it = per_peer.find(c.peer); it != per_peer.end() && it->second <= 0) {
@@ -512,18 +597,37 @@ void HttpFront::Impl::take_returned(Clock::time_point now) {
     for (auto& [owned, keep] : back) {
         Connection& c = *owned;
         const int fd = c.fd;
+        const std::string peer = c.peer;
         polled.emplace(fd, std::move(owned));
-        if (!keep) {
+        if (const auto it = busy_per_peer.find(peer);
+            it != busy_per_peer.end() && --it->second <= 0)
+            busy_per_peer.erase(it);
+        if (!keep || (c.eof && c.in.empty())) {
             finish(c);
-            continue;
+        } else {
+            ++c.served;
+            c.state = State::Idle;
+            c.deadline = now + opts.idle_timeout;
+            pollfd p{c.fd, POLLOUT, 0};
+            if (!c.in.empty() && (poll(&p, 1, 0) <= 0 || !(p.revents & POLLOUT))) {
+                c.state = State::Draining;
+                c.deadline = now + opts.write_timeout;
+            } else if (!c.in.empty()) {
+                c.deadline = now + opts.request_deadline;
+                // A pipelined request.
+                if (frame(c, now) && c.eof && (c.state == State::Idle || c.state == State::Reading))
+                    finish(c);
+            }
         }
-        ++c.served;
-        c.state = State::Idle;
-        c.deadline = now + opts.idle_timeout;
-        if (!c.in.empty()) {
-            c.deadline = now + opts.request_deadline;
-            frame(c, now);  // a pipelined request
-        }
+        // The peer's worker is free: its next waiting request may go.
+        const auto w = waiting.find(peer);
+        if (w == waiting.end()) continue;
+        const auto b = busy_per_peer.find(peer);
+        if (b != busy_per_peer.end() && b->second >= std::max(1, opts.workers / 2)) continue;
+        const int wfd = w->second.front();
+        w->second.pop_front();
+        if (w->second.empty()) waiting.erase(w);
+        if (const auto it = polled.find(wfd); it != polled.end()) submit(*it->second);
     }
 }
 

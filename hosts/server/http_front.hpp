@@ -12,15 +12,24 @@
 //    polls every connection that is not being answered. It reads each
 //    request's head and body (RequestFramer: limits as bytes arrive,
 //    chunked bodies decoded) under one deadline for the whole request,
-//    caps connections per peer address and in all, and bounds the bytes it
-//    holds. What fails gets its 4xx/503 from this thread and the connection
-//    is closed; a trickling client costs a file descriptor, never a thread.
+//    caps connections per peer address and in all (a full table drops its
+//    oldest connection that holds nothing rather than refuse a newcomer; a
+//    connection silent past idle_timeout is closed), and bounds the bytes
+//    it holds. What fails gets its 4xx/503 from this thread and the
+//    connection is closed; a trickling client costs a file descriptor,
+//    never a thread.
 //  - A complete request goes to a worker (a fixed pool, a bounded queue;
 //    full: 503), which runs it through httplib's own request handling
 //    (Server::process_request, protected, reached from a subclass) on a
-//    Stream that reads the buffered request and writes to the socket.
+//    Stream that reads the buffered request and writes to the socket. One
+//    peer address holds at most half of the workers (its further requests
+//    wait in their connections), and a reply that makes no progress for
+//    write_timeout ends its connection.
 //  - Then the connection comes back to the polling thread for its next
-//    request (keep-alive), or is closed.
+//    request (keep-alive), or is closed. A pipelined next request waits
+//    there until the socket takes more of the earlier replies, so a client
+//    that never reads does not park a worker per request. A client that
+//    half-closes after its requests still gets their replies.
 //
 // Thread-safety: bind() and serve() from one thread; stop() from any.
 #pragma once
@@ -44,10 +53,12 @@ struct FrontOptions {
     // From a connection's first byte (its accept for a new one) to the
     // request's last: head and body together.
     std::chrono::milliseconds request_deadline{std::chrono::seconds(20)};
-    // An idle keep-alive connection is closed after this.
+    // An idle keep-alive connection, or a new one that has sent nothing,
+    // is closed after this.
     std::chrono::milliseconds idle_timeout{std::chrono::seconds(5)};
-    // Each wait for the socket to take more of a reply.
-    std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};
+    // A reply that makes no progress this long ends its connection: a
+    // client that does not read must not hold a worker for long.
+    std::chrono::milliseconds write_timeout{std::chrono::seconds(10)};
     int max_connections = 512;
     int max_connections_per_peer = 64;
     size_t max_buffered_bytes = size_t{128} << 20;  // requests read and not yet answered

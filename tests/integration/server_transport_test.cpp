@@ -21,6 +21,7 @@
 
 #include "dwell/core/model.hpp"
 #include "dwell/core/runtime.hpp"
+#include "http_front.hpp"
 #include "integration_support.hpp"
 #include "openai_server.hpp"
 #include "test_paths.hpp"
@@ -36,9 +37,12 @@ using namespace std::chrono_literals;
 // is loopback on Linux: distinct ones act as distinct peers).
 class Raw {
 public:
-    explicit Raw(int port, const std::string& source = "", bool wait = true) {
+    // `rcvbuf`: a small receive window (0: the default), set before the
+    // connection so that the window is small from the start.
+    explicit Raw(int port, const std::string& source = "", bool wait = true, int rcvbuf = 0) {
         fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd_ < 0) return;
+        if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
         if (!source.empty()) {
             sockaddr_in from{};
             from.sin_family = AF_INET;
@@ -74,6 +78,9 @@ public:
         }
         return true;
     }
+    // The client sends no more (as `nc -N` does after its request).
+    void shut_write() { ::shutdown(fd_, SHUT_WR); }
+    int fd() const { return fd_; }
     void send_nowait(std::string_view bytes) {
         (void)!::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
@@ -175,6 +182,59 @@ protected:
         const auto t0 = Clock::now();
         const auto r = c.Get("/health");
         return {r ? r->status : 0, std::chrono::duration<double>(Clock::now() - t0).count()};
+    }
+
+    // /health from 127.0.0.1 while `connections` from `addresses` addresses
+    // (127.0.0.2...) pipeline requests whose replies they never read.
+    void health_beside_unread_pipelines(int addresses, int connections) {
+        server::ServerOptions o;
+        o.parallel = 1;
+        o.max_queue = 2;  // 19 workers
+        start(o);
+        if (IsSkipped()) return;
+        // Each reply (a 404 that repeats the 7000-byte target) fills the send
+        // buffer more: a worker that writes one to a full buffer blocks.
+        const std::string request =
+            "GET /" + std::string(7000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n";
+        std::string pipeline;
+        for (int i = 0; i < 1000; ++i) pipeline += request;
+        std::vector<std::unique_ptr<Raw>> hogs;
+        std::vector<size_t> sent;
+        for (int i = 0; i < connections; ++i) {
+            hogs.push_back(std::make_unique<Raw>(port_,
+                                                 "127.0.0." + std::to_string(2 + i % addresses),
+                                                 /*wait=*/true, /*rcvbuf=*/2048));
+            ASSERT_TRUE(hogs.back()->connected());
+            if (!hogs.back()->bound()) GTEST_SKIP() << "cannot bind 127.0.0.2... on this machine";
+            fcntl(hogs.back()->fd(), F_SETFL, fcntl(hogs.back()->fd(), F_GETFL) | O_NONBLOCK);
+            sent.push_back(0);
+        }
+        std::atomic<bool> done{false};
+        std::thread feed([&] {
+            while (!done) {
+                for (size_t i = 0; i < hogs.size(); ++i) {
+                    if (sent[i] >= pipeline.size()) continue;
+                    const ssize_t n =
+                        ::send(hogs[i]->fd(), pipeline.data() + sent[i], pipeline.size() - sent[i],
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
+                    if (n > 0) sent[i] += static_cast<size_t>(n);
+                }
+                std::this_thread::sleep_for(10ms);
+            }
+        });
+        std::this_thread::sleep_for(4s);  // every hog's send buffer has filled
+        double worst = 0;
+        int answered = 0;
+        for (int i = 0; i < 3; ++i) {
+            const auto [status, seconds] = health(4s);
+            answered += status == 200;
+            worst = std::max(worst, seconds);
+        }
+        done = true;
+        feed.join();
+        EXPECT_EQ(answered, 3)
+            << "/health went unanswered while one peer's unread replies piled up";
+        EXPECT_LT(worst, 2.0);
     }
 
     TempDir dir_;
@@ -457,6 +517,130 @@ TEST_F(ServerTransport, KeepAlivePipeliningAndExpectContinueStillWork) {
         ASSERT_TRUE(res);
         EXPECT_EQ(res->status, 200);
     }
+}
+
+TEST_F(ServerTransport, APeerThatPipelinesAndNeverReadsLeavesWorkersForOthers) {
+    // One address, 30 connections: more than the 19 workers.
+    health_beside_unread_pipelines(1, 30);
+}
+
+TEST_F(ServerTransport, ManyPeersThatPipelineAndNeverReadLeaveWorkersForOthers) {
+    // Four addresses, 10 connections each: each under its share of the
+    // workers, together more than all of them.
+    health_beside_unread_pipelines(4, 40);
+}
+
+TEST_F(ServerTransport, SilentConnectionsFillingTheTableMakeRoomForOthers) {
+    server::ServerOptions o;
+    o.max_connections = 24;
+    start(o);
+    if (IsSkipped()) return;
+    // 30 connections from 127.0.0.10..12 that send nothing: more than the
+    // table holds.
+    std::vector<std::unique_ptr<Raw>> silent;
+    for (int i = 0; i < 30; ++i) {
+        silent.push_back(std::make_unique<Raw>(port_, "127.0.0." + std::to_string(10 + i % 3)));
+        ASSERT_TRUE(silent.back()->connected());
+        if (!silent.back()->bound()) GTEST_SKIP() << "cannot bind 127.0.0.10..12 on this machine";
+    }
+    std::this_thread::sleep_for(300ms);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 3; ++i) {
+        const auto [status, seconds] = health();
+        EXPECT_EQ(status, 200) << "a table full of silent connections refused /health";
+        EXPECT_LT(seconds, 2.0);
+    }
+    // And a silent connection does not keep its place for the whole request
+    // deadline (20 s): the newest is closed after the idle timeout (5 s).
+    const auto t1 = Clock::now();
+    bool closed = false;
+    const std::string got = silent.back()->read_until_closed(
+        std::chrono::duration_cast<std::chrono::milliseconds>(8s - (t1 - t0)), &closed);
+    EXPECT_TRUE(closed) << "a connection that sent nothing was held for 8 s";
+    EXPECT_EQ(got, "");  // closed, not refused
+    EXPECT_GT(Clock::now() - t0, 4s);
+}
+
+TEST_F(ServerTransport, ARequestFollowedByAHalfCloseIsAnswered) {
+    start();
+    if (IsSkipped()) return;
+    for (int i = 0; i < 10; ++i) {
+        Raw c(port_);
+        ASSERT_TRUE(c.connected());
+        c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+        c.shut_write();
+        bool closed = false;
+        const Reply r = parse_reply(c.read_until_closed(5s, &closed));
+        EXPECT_EQ(r.status, 200) << "try " << i;
+        EXPECT_TRUE(closed) << "try " << i;  // no more requests: the server closes
+    }
+    // Two pipelined requests, then the half-close: both are answered.
+    Raw c(port_);
+    ASSERT_TRUE(c.connected());
+    const std::string body = R"({"prompt": "Once", "max_tokens": 1})";
+    c.send(
+        "GET /health HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/completions HTTP/1.1\r\nHost: "
+        "x\r\nContent-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
+    c.shut_write();
+    const std::string both = c.read_until_closed(20s);
+    const size_t second = both.find("HTTP/1.1 ", 1);
+    ASSERT_NE(second, std::string::npos) << both;
+    EXPECT_EQ(parse_reply(both.substr(0, second)).status, 200);
+    const Reply completion = parse_reply(both.substr(second));
+    EXPECT_EQ(completion.status, 200) << completion.body;
+    EXPECT_TRUE(is_json(completion.body)) << completion.body;
+}
+
+// The front alone, with a handler that is slow for 127.0.0.2: that peer's
+// requests may hold at most half of the workers, so another peer's request
+// is answered at once.
+TEST(ServerTransportFront, APeerHoldsAtMostHalfTheWorkers) {
+    server::FrontOptions f;
+    f.workers = 4;
+    std::atomic<bool> release{false};
+    server::HttpFront front(
+        f,
+        [&](httplib::Stream& stream, bool) {
+            std::string ip;
+            int port = 0;
+            stream.get_remote_ip_and_port(ip, port);
+            // Bounded: the test releases it, or 5 s pass.
+            for (int i = 0; i < 500 && ip == "127.0.0.2" && !release; ++i)
+                std::this_thread::sleep_for(10ms);
+            const std::string_view r =
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+            stream.write(r.data(), r.size());
+            return false;
+        },
+        [](int, const std::string& m, const std::string&) { return "{\"m\":\"" + m + "\"}"; });
+    const int port = front.bind("127.0.0.1", 0);
+    std::thread serving([&] { front.serve(); });
+    const std::string get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    std::vector<std::unique_ptr<Raw>> slow;
+    bool bound = true;
+    for (int i = 0; i < 8; ++i) {
+        slow.push_back(std::make_unique<Raw>(port, "127.0.0.2"));
+        bound = bound && slow.back()->bound();
+        slow.back()->send(get);
+    }
+    std::this_thread::sleep_for(300ms);  // the slow requests have taken what they may
+    Raw other(port, "127.0.0.3");
+    const bool other_bound = other.bound();
+    other.send(get);
+    const auto t0 = Clock::now();
+    const std::string got = other.read_until_closed(3s);
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    release = true;
+    // Every slow request is still answered, in turn.
+    int answered = 0;
+    for (auto& c : slow) answered += parse_reply(c->read_until_closed(5s)).status == 200;
+    front.stop();
+    serving.join();
+    if (!bound || !other_bound) GTEST_SKIP() << "cannot bind 127.0.0.2/3 on this machine";
+    EXPECT_EQ(parse_reply(got).status, 200) << got;
+    EXPECT_LT(seconds, 1.0) << "another peer waited behind 127.0.0.2's requests";
+    EXPECT_EQ(answered, 8);
 }
 
 }  // namespace
