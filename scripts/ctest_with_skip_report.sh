@@ -15,7 +15,10 @@ rm -f "$junit"
 rc=0
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --output-junit "$junit" "$@" || rc=$?
 if [ -f "$junit" ]; then
-  "$root/scripts/skip_report.sh" "${strict[@]}" "$junit" || [ $rc -ne 0 ] || rc=1
+  # DWELL_SKIP_ALLOWLIST_EXTRA: one more allow-list (the emulated run's).
+  lists=("$root/tests/skip_allowlist.txt")
+  [ -n "${DWELL_SKIP_ALLOWLIST_EXTRA:-}" ] && lists+=("$DWELL_SKIP_ALLOWLIST_EXTRA")
+  "$root/scripts/skip_report.sh" "${strict[@]}" "$junit" "${lists[@]}" || [ $rc -ne 0 ] || rc=1
 else
   echo "ctest_with_skip_report.sh: ctest wrote no $junit: no skip report" >&2
   [ $rc -ne 0 ] || rc=1

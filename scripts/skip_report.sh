@@ -3,9 +3,10 @@
 # skipped tests' count grouped by reason. A skip whose "NAME: reason" no line
 # of the allow-list matches is unexpected: listed, and with --strict (CI)
 # the script exits 1, so a missing install step cannot pass as green.
-#   scripts/skip_report.sh [--strict] JUNIT_XML [ALLOW_LIST]
-# ALLOW_LIST defaults to tests/skip_allowlist.txt: extended regular
-# expressions, one a line, '#' starts a comment line.
+#   scripts/skip_report.sh [--strict] JUNIT_XML [ALLOW_LIST...]
+# ALLOW_LIST defaults to tests/skip_allowlist.txt (several: a skip on any
+# of them is expected): extended regular expressions, one a line, '#'
+# starts a comment line.
 # The reason is the line after gtest's "Skipped", else a line starting
 # "SKIPPED: " (the script-driven tests' convention), else the last line the
 # test printed.
@@ -16,10 +17,15 @@ if [ "${1:-}" = --strict ]; then
   strict=1
   shift
 fi
-junit=${1:?usage: skip_report.sh [--strict] JUNIT_XML [ALLOW_LIST]}
-allow=${2:-$root/tests/skip_allowlist.txt}
+junit=${1:?usage: skip_report.sh [--strict] JUNIT_XML [ALLOW_LIST...]}
+shift
+allows=("$@")
+[ ${#allows[@]} -gt 0 ] || allows=("$root/tests/skip_allowlist.txt")
 [ -f "$junit" ] || { echo "skip_report.sh: $junit not found (run ctest with --output-junit)" >&2; exit 2; }
-[ -f "$allow" ] || { echo "skip_report.sh: allow-list $allow not found" >&2; exit 2; }
+for allow in "${allows[@]}"; do
+  [ -f "$allow" ] || { echo "skip_report.sh: allow-list $allow not found" >&2; exit 2; }
+done
+allow_names=$(for allow in "${allows[@]}"; do basename "$allow"; done | paste -sd+ -)
 
 # One "NAME<TAB>REASON" line per skipped test.
 skipped=$(awk '
@@ -63,7 +69,7 @@ total=0
 unexpected=()
 if [ -n "$skipped" ]; then
   total=$(printf '%s\n' "$skipped" | wc -l)
-  patterns=$(grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$allow" || true)
+  patterns=$(cat "${allows[@]}" | grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' || true)
   while IFS=$'\t' read -r name reason; do
     if [ -z "$patterns" ] || ! printf '%s: %s\n' "$name" "$reason" | grep -Eq -f <(printf '%s\n' "$patterns"); then
       unexpected+=("$name: $reason")
@@ -71,7 +77,7 @@ if [ -n "$skipped" ]; then
   done <<<"$skipped"
 fi
 
-echo "skipped: $total (${#unexpected[@]} not on the allow-list $(basename "$allow"))"
+echo "skipped: $total (${#unexpected[@]} not on the allow-list $allow_names)"
 if [ "$total" -gt 0 ]; then
   # Grouped by reason, the names of a group's ops and types folded so that
   # one design decision reads as one line.
@@ -79,7 +85,7 @@ if [ "$total" -gt 0 ]; then
     sort | uniq -c | sort -rn | sed 's/^/  /'
 fi
 if [ ${#unexpected[@]} -gt 0 ]; then
-  echo "unexpected skips (install what they need, or add a reviewed line to $(basename "$allow")):"
+  echo "unexpected skips (install what they need, or add a reviewed line to $allow_names):"
   printf '  %s\n' "${unexpected[@]}" | head -20
   [ ${#unexpected[@]} -le 20 ] || echo "  … and $((${#unexpected[@]} - 20)) more"
   if [ $strict -eq 1 ]; then

@@ -72,4 +72,5 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$build"
 # Each qemu process emulates one guest CPU per thread; more jobs than cores
 # only adds contention.
-"$root/scripts/ctest_with_skip_report.sh" "$build" "$@"
+DWELL_SKIP_ALLOWLIST_EXTRA=$root/tests/skip_allowlist_emulated.txt \
+  "$root/scripts/ctest_with_skip_report.sh" "$build" "$@"

@@ -72,7 +72,7 @@ enum class Change { Truncate, RewriteInPlace };
 class MappedModelChange : public ::testing::Test {
 protected:
     void SetUp() override {
-        GTEST_FLAG_SET(death_test_style, "threadsafe");
+        use_threadsafe_death_tests_where_possible();
         model_ = model_path("stories260K.gguf");
         if (model_.empty()) GTEST_SKIP() << "stories260K.gguf missing";
     }

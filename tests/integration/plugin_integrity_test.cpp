@@ -15,6 +15,7 @@
 #include "dwell/core/error.hpp"
 #include "integration_support.hpp"
 #include "log_capture.hpp"
+#include "test_paths.hpp"
 
 namespace dwell::test {
 namespace {
@@ -274,7 +275,7 @@ size_t lines_with(const std::string& log, const std::string& needle) {
 }
 
 TEST_F(PluginIntegrity, BrokenFilesNamedLikePluginsAreSkippedWithOneWarningEach) {
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    use_threadsafe_death_tests_where_possible();
     EXPECT_EXIT(discover_beside_broken_files(folder_, options()), ::testing::ExitedWithCode(0),
                 "all skipped");
 }

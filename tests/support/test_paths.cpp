@@ -1,5 +1,7 @@
 #include "test_paths.hpp"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <sstream>
 
@@ -31,6 +33,10 @@ std::filesystem::path model_path(const std::string& file) {
     std::filesystem::path p = models_dir() / file;
     std::error_code ec;
     return std::filesystem::is_regular_file(p, ec) ? p : std::filesystem::path{};
+}
+
+void use_threadsafe_death_tests_where_possible() {
+    GTEST_FLAG_SET(death_test_style, emulator_prefix().empty() ? "threadsafe" : "fast");
 }
 
 }  // namespace dwell::test

@@ -15,6 +15,11 @@ namespace dwell::test {
 // DWELL_TEST_EMULATOR (words separated by spaces) overrides it.
 std::vector<std::string> emulator_prefix();
 
+// Death tests re-execute this binary ("threadsafe" style) where they can;
+// under the emulator (no binfmt_misc) that exec fails, so they fork
+// ("fast" style) there. Call at the start of a death test.
+void use_threadsafe_death_tests_where_possible();
+
 std::filesystem::path models_dir();
 std::filesystem::path reference_dir();
 
