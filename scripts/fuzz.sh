@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/) with clang + ASan/UBSan and runs each
+# Builds the libFuzzer targets (tests/fuzz/) with clang + ASan/UBSan and runs each
 # for $DWELL_FUZZ_SECONDS from its generated seed corpus (and its
-# dictionary, fuzz/dicts/<fuzzer>.dict, when there is one), then prints a
+# dictionary, tests/fuzz/dicts/<fuzzer>.dict, when there is one), then prints a
 # markdown table: fuzzer, seconds, executions, corpus size, findings.
 # Exits non-zero if any fuzzer finds a crash, leak, timeout, out-of-memory
 # or sanitizer report; the reproducer is left in

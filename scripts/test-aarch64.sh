@@ -67,7 +67,7 @@ if [ ! -e "$extra_root/usr/lib/aarch64-linux-gnu/libsentencepiece.so.0" ]; then
 fi
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/aarch64-linux-gnu.cmake" \
+  -DCMAKE_TOOLCHAIN_FILE="$root/sdk/cmake/toolchains/aarch64-linux-gnu.cmake" \
   -DDWELL_AARCH64_EXTRA_ROOT="$extra_root" >/dev/null
 cmake --build "$build"
 # Each qemu process emulates one guest CPU per thread; more jobs than cores

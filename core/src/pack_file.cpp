@@ -1,6 +1,6 @@
 // dwell pack reader and writer.
 //
-// On-disk layout, version 1 (all integers little-endian; docs/pack-format.md
+// On-disk layout, version 1 (all integers little-endian; hosts/cli/docs/pack-format.md
 // has the same table with the reasoning behind it):
 //
 //   offset 0, 128 bytes: header

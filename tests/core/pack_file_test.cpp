@@ -25,7 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Header field offsets, as documented in pack_file.cpp and docs/pack-format.md.
+// Header field offsets, as documented in pack_file.cpp and hosts/cli/docs/pack-format.md.
 constexpr size_t kOffVersion = 8;
 constexpr size_t kOffFileSize = 16;
 constexpr size_t kOffMetadata = 24;

@@ -6,7 +6,7 @@
 # when any token read other weight pages than the router's choice implies,
 # 77 when this machine cannot measure it.
 #
-#   bench/moe_weight_bytes.sh [--build DIR] [--dir DIR] [--tokens N] [--threads T]
+#   tests/bench/moe_weight_bytes.sh [--build DIR] [--dir DIR] [--tokens N] [--threads T]
 #       [--type f32|f16] [--n-layer L] [--n-embd E] [--n-ff F] [--n-expert X]
 #       [--n-expert-used K] [--seed S]
 #
@@ -14,7 +14,7 @@
 # build folder), which must not be on tmpfs: the bench drops the file from
 # the page cache before every token.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
 dir=
 args=()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soak run (bench/soak.cpp): N generations (default 1000) with random
+# The soak run (tests/bench/soak.cpp): N generations (default 1000) with random
 # valid parameters and random cancellations, on several sessions driven
 # from several threads, on stories260K. Prints one JSON line: the soak's
 # own figures (generations, completed, cancellations, failures, RSS at the
@@ -10,10 +10,10 @@
 # sanitizer, whose quarantine keeps freed memory resident) RSS growing by
 # more than 10% after the first tenth.
 #
-#   bench/soak.sh [--build DIR] [--model FILE] [--generations N] [--threads N]
+#   tests/bench/soak.sh [--build DIR] [--model FILE] [--generations N] [--threads N]
 #                 [--sessions-per-thread N] [--cancel-percent P] [--seed S]
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
 model=${DWELL_MODELS_DIR:-$root/../shared/models}/stories260K.gguf
 generations=1000

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compression ratio and load time of raw vs zstd dwell packs, as JSON lines.
-#   bench/pack_compression.sh [BUILD_DIR]
+#   tests/bench/pack_compression.sh [BUILD_DIR]
 # Models: ../shared/models/stories260K.gguf (if present; F32, and converted
 # to q8 and q4g128) and a synthetic 1B-shape Llama (2048 wide, 16 layers,
 # 8192 FFN; f16 weights of std 0.02, and Q4_0) written with `dwell synth`
@@ -8,7 +8,7 @@
 # Load times are warm-cache opens (validation, checksums, decompression),
 # medians of 5 runs.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 work=${DWELL_BENCH_DIR:-/tmp/dwell-bench}
 models=${DWELL_MODELS_DIR:-$root/../shared/models}

@@ -10,7 +10,7 @@
 #   and every variable scripts/fuzz.sh reads (DWELL_FUZZ_BUILD, DWELL_FUZZERS, ...).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${DWELL_FUZZ_BUILD:-$root/build-fuzz}"
 minutes="${DWELL_FUZZ_MINUTES:-10}"
 mkdir -p "$build/fuzz"

@@ -2,7 +2,7 @@
 // through its own contiguous slice of a buffer far larger than the caches,
 // as a matrix-vector product streams through its rows of the weights. The
 // ceiling for decode speed is this figure divided by the weight bytes read
-// per token (bench/cpu_speed_vs_llamacpp.sh computes that ratio).
+// per token (tests/bench/cpu_speed_vs_llamacpp.sh computes that ratio).
 //
 //   dwell-bench-bandwidth [--threads T] [--mib M] [--passes P]
 //

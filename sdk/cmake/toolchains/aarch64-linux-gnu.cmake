@@ -4,7 +4,7 @@
 # dotprod and i8mm extensions the NEON kernels need.
 #
 #   cmake -B build-aarch64 -G Ninja \
-#     -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake
+#     -DCMAKE_TOOLCHAIN_FILE=sdk/cmake/toolchains/aarch64-linux-gnu.cmake
 #
 # DWELL_AARCH64_EXTRA_ROOT (cache variable or environment): a folder holding
 # arm64 packages unpacked by hand (usr/...), for those Debian cannot install

@@ -3,7 +3,7 @@
 // dtypes, raw and zstd tensors with many frames, SPM and byte-level BPE
 // vocabularies), session files written by the session writer, serialized
 // sentencepiece models, the shipped manifests, the captured device trees of
-// tests/data/devices, and the hand-written texts of fuzz/seeds/.
+// tests/data/devices, and the hand-written texts of tests/fuzz/seeds/.
 // Usage: dwell_fuzz_seeds OUT_DIR MANIFESTS_DIR SEEDS_DIR DEVICES_DIR [MODELS_DIR]
 // (MODELS_DIR: where tok512.model may be; skipped when absent).
 #include <algorithm>
@@ -219,7 +219,7 @@ void write_session_seeds(const fs::path& dir) {
     }
 }
 
-// Request bodies: fuzz/seeds/openai_request/chat-*.json go to the chat
+// Request bodies: tests/fuzz/seeds/openai_request/chat-*.json go to the chat
 // endpoint, the others to completions; the fuzzer reads the endpoint from
 // the first byte ('1': chat, '0': completions).
 void write_request_seeds(const fs::path& from, const fs::path& to) {

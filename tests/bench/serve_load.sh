@@ -7,11 +7,11 @@
 # the run (distinct loopback peers) and /health is probed every 100 ms: no
 # probe may fail; with --hold H they go on for at least H seconds.
 #
-#   bench/serve_load.sh [--model FILE] [--clients C] [--requests R] [--parallel P]
+#   tests/bench/serve_load.sh [--model FILE] [--clients C] [--requests R] [--parallel P]
 #                       [--max-queue Q] [--max-tokens N] [--slow S] [--hold H]
 #                       [--build DIR]
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
 model=${DWELL_MODELS_DIR:-$root/../shared/models}/stories260K.gguf
 clients=16 requests=20 parallel=2 max_queue=8 max_tokens=32 slow=0 hold=0

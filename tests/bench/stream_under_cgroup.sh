@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Streamed weights under a real memory limit, beside llama.cpp.
-#   bench/stream_under_cgroup.sh [MODEL.gguf]
+#   tests/bench/stream_under_cgroup.sh [MODEL.gguf]
 # MODEL defaults to the synthetic 1.1B-shape Llama in Q4_0 (2048 wide, 16
 # layers, 8192 FFN, vocab 32000), written with `dwell synth` into
 # $DWELL_BENCH_DIR (default /tmp/dwell-bench) if missing.
@@ -25,7 +25,7 @@
 #               decompression rate ÷ bytes decompressed per token).
 # Needs root (cgroup creation). DWELL_BUILD_DIR, DWELL_BENCH_N (16), DWELL_BENCH_R (3).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${DWELL_BUILD_DIR:-$root/build}
 work=${DWELL_BENCH_DIR:-/tmp/dwell-bench}
 fraction=${DWELL_BUDGET_FRACTION:-0.5}

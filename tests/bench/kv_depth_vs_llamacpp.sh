@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Decode speed with a deep context: dwell's paged KV cache beside llama.cpp,
 # on the same file and thread count, one JSON line per KV type.
-#   bench/kv_depth_vs_llamacpp.sh MODEL.gguf [KV_TYPES...]   (default: f16)
+#   tests/bench/kv_depth_vs_llamacpp.sh MODEL.gguf [KV_TYPES...]   (default: f16)
 # dwell: `dwell bench --depth D -p 1 -n N` (the context is filled with D
 # tokens once; each repetition forks it and decodes N tokens greedily).
 # llama.cpp: llama-bench has no depth option, so decode at depth is the
@@ -24,7 +24,7 @@ if [ $# -lt 1 ]; then
   echo "usage: $0 MODEL.gguf [KV_TYPES...]" >&2
   exit 2
 fi
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${DWELL_BUILD_DIR:-$root/build}
 model=$1
 shift

@@ -10,7 +10,7 @@
 //   dwell-soak [-m stories260K.gguf] [--generations 1000] [--threads 3]
 //              [--sessions-per-thread 2] [--cancel-percent 20] [--seed 1]
 //
-// bench/soak.sh runs it (and reads LeakSanitizer's verdict in ASan builds).
+// tests/bench/soak.sh runs it (and reads LeakSanitizer's verdict in ASan builds).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>

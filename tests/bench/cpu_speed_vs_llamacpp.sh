@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dwell's CPU prefill and decode speed beside llama.cpp's, one JSON line per
 # thread count.
-#   bench/cpu_speed_vs_llamacpp.sh MODEL.gguf [THREADS...]   (default: nproc)
+#   tests/bench/cpu_speed_vs_llamacpp.sh MODEL.gguf [THREADS...]   (default: nproc)
 # Runs `dwell bench` and, if $LLAMA_CPP_DIR/build/bin/llama-bench exists,
 # llama-bench with the same -p/-n/-r/threads, alternating A B A B so drift
 # in a shared machine's load hits both alike; each figure is the median of
@@ -28,7 +28,7 @@ if [ $# -lt 1 ]; then
   echo "usage: $0 MODEL.gguf [THREADS...]" >&2
   exit 2
 fi
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${DWELL_BUILD_DIR:-$root/build}
 model=$1
 shift
