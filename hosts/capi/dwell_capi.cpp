@@ -19,13 +19,13 @@
 #include <utility>
 
 #include "dwell.h"
-#include "dwell/core/error.hpp"
-#include "dwell/core/generate.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/runtime.hpp"
-#include "dwell/core/sampler.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/llm/generate.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 
 struct dwell_runtime {
     std::shared_ptr<dwell::Runtime> runtime;

@@ -18,15 +18,15 @@
 #include <tuple>
 
 #include "cli_common.hpp"
-#include "dwell/core/format_bytes.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/output_file.hpp"
-#include "dwell/core/printable_name.hpp"
-#include "dwell/core/progress_bar.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/thermal_plant.hpp"
-#include "dwell/core/tokenizer.hpp"
-#include "svg_plot.hpp"
+#include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/platform/output_file.hpp"
+#include "dwell/core/base/printable_name.hpp"
+#include "dwell/tools/progress_bar.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/tools/thermal_plant.hpp"
+#include "dwell/core/text/tokenizer.hpp"
+#include "dwell/tools/svg_plot.hpp"
 
 namespace dwell::cli {
 
@@ -332,7 +332,7 @@ int bench_command(const std::vector<std::string>& args) {
     // prefill free, so only the forks of the depth share pages.
     ro.prefix_cache_bytes = 0;
     Runtime runtime(ro);
-    auto model = Model::load(runtime, model_path);
+    auto model = Model::load(runtime, model_path, terminal_load_progress());
     const int64_t ctx = n_ctx > 0 ? n_ctx : model->info().n_ctx_train;
     if (int64_t{depth} + n_prompt + n_gen + 1 > ctx) {
         throw po::error("--depth " + std::to_string(depth) + " + -p " + std::to_string(n_prompt) +

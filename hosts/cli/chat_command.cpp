@@ -16,16 +16,17 @@
 #include <thread>
 
 #include "cli_common.hpp"
-#include "dwell/core/chat_prompt.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/format_bytes.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/output_file.hpp"
-#include "dwell/core/printable_name.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/text_file.hpp"
-#include "dwell/core/text_generation.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/text/chat_prompt.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/platform/output_file.hpp"
+#include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/core/platform/text_file.hpp"
+#include "dwell/core/llm/text_generation.hpp"
+#include "dwell/core/text/tokenizer.hpp"
+#include "dwell/tools/progress_bar.hpp"
 #include "stop_signals.hpp"
 
 namespace dwell::cli {
@@ -306,7 +307,7 @@ int chat_command(const std::vector<std::string>& args) {
     StopSignals stop({SIGINT, SIGTERM});
 
     Runtime runtime(ro);
-    auto model = Model::load(runtime, model_path);
+    auto model = Model::load(runtime, model_path, terminal_load_progress());
     ChatPrompt prompt(
         model->tokenizer(),
         ChatTemplate::choose(template_name, chat_template_text(model->source().metadata())));

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <thread>
 
-#include "dwell/core/output_file.hpp"
-#include "dwell/core/session_file.hpp"
+#include "dwell/core/platform/output_file.hpp"
+#include "dwell/core/session/session_file.hpp"
 
 namespace dwell::cli {
 

@@ -7,10 +7,10 @@
 #include <optional>
 
 #include "cli_common.hpp"
-#include "dwell/core/convert.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/format_bytes.hpp"
-#include "dwell/core/progress_bar.hpp"
+#include "dwell/tools/convert.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/base/format_bytes.hpp"
+#include "dwell/tools/progress_bar.hpp"
 
 namespace dwell::cli {
 

@@ -7,10 +7,11 @@
 #include <sstream>
 
 #include "cli_common.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/output_file.hpp"
-#include "dwell/core/session.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/platform/output_file.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/tools/progress_bar.hpp"
 
 namespace dwell::cli {
 
@@ -71,7 +72,7 @@ int eval_command(const std::vector<std::string>& args) {
         {{"-m", model_path}, {"--manifest", common.manifest}, {"--getprop", common.getprop}});
 
     Runtime runtime(ro);
-    auto model = Model::load(runtime, model_path);
+    auto model = Model::load(runtime, model_path, terminal_load_progress());
     if (!vm.count("ids")) ids = model->tokenizer().encode(prompt, true);
     so.n_ctx = n_ctx > 0 ? n_ctx : std::max<int32_t>(static_cast<int32_t>(ids.size()), 1);
     Session session(runtime, model, so);

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "cli_common.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/printable_name.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/base/printable_name.hpp"
 
 namespace dwell {
 const char* version();

@@ -7,13 +7,13 @@
 #include <iostream>
 
 #include "cli_common.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/perplexity.hpp"
-#include "dwell/core/progress_bar.hpp"
-#include "dwell/core/session_file.hpp"
-#include "dwell/core/text_file.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/tools/perplexity.hpp"
+#include "dwell/tools/progress_bar.hpp"
+#include "dwell/core/session/session_file.hpp"
+#include "dwell/core/platform/text_file.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 
 namespace dwell::cli {
 
@@ -54,7 +54,7 @@ int perplexity_command(const std::vector<std::string>& args) {
 
     const std::string text = read_text_file(text_path, "the text file (-f)");
     Runtime runtime(ro);
-    auto model = Model::load(runtime, model_path);
+    auto model = Model::load(runtime, model_path, terminal_load_progress());
     const std::vector<int32_t> tokens = model->tokenizer().encode(text, true);
     if (static_cast<int64_t>(tokens.size()) < n_ctx) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT, text_path + ": " + std::to_string(tokens.size()) +

@@ -7,13 +7,14 @@
 #include <random>
 
 #include "cli_common.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/format_bytes.hpp"
-#include "dwell/core/generate.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/sampler.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/llm/generate.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/core/text/tokenizer.hpp"
+#include "dwell/tools/progress_bar.hpp"
 #include "stop_signals.hpp"
 
 namespace dwell::cli {
@@ -24,7 +25,7 @@ int generate_text(StopSignals& stop, const RuntimeOptions& ro, const std::string
                   const SessionOptions& so, const SamplerParams& sp, const std::string& prompt,
                   int32_t n_predict, bool no_echo, bool interactive, int verbosity) {
     Runtime runtime(ro);
-    auto model = Model::load(runtime, model_path);
+    auto model = Model::load(runtime, model_path, terminal_load_progress());
     Session session(runtime, model, so);
     const auto hooked = stop.hook([&session](int) {
         session.cancel();

@@ -12,11 +12,12 @@
 
 #include "api_keys.hpp"
 #include "cli_common.hpp"
-#include "dwell/core/chat_template.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/session_file.hpp"
+#include "dwell/core/text/chat_template.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/core/session/session_file.hpp"
+#include "dwell/tools/progress_bar.hpp"
 #include "openai_server.hpp"
 
 namespace dwell::cli {
@@ -183,7 +184,7 @@ int serve_command(const std::vector<std::string>& args) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
     Runtime runtime(runtime_options(common));
-    auto model = Model::load(runtime, model_path);
+    auto model = Model::load(runtime, model_path, terminal_load_progress());
     check_context_fits(runtime, model, so.n_ctx);
     server::OpenAiServer server(runtime, model, so);
     const int port = server.bind();

@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "cli_common.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/synthetic_model.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/tools/synthetic_model.hpp"
 
 namespace dwell::cli {
 

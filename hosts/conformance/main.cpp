@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "cases.hpp"
-#include "dwell/core/runtime.hpp"
+#include "dwell/core/runtime/runtime.hpp"
 #include "expectations.hpp"
 
 namespace fs = std::filesystem;

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dwell/core/error.hpp"
+#include "dwell/core/base/error.hpp"
 
 namespace dwell::server {
 

@@ -2,7 +2,7 @@
 
 #include <bitset>
 
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 
 namespace dwell::server {
 

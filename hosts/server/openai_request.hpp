@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dwell/core/chat_template.hpp"
+#include "dwell/core/text/chat_template.hpp"
 
 namespace dwell {
 class Tokenizer;

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/chat_prompt.hpp"
+#include "dwell/core/text/chat_prompt.hpp"
 
 namespace dwell {
 class Model;

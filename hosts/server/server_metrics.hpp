@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "dwell/core/backend_health.hpp"
-#include "dwell/core/thermal_governor.hpp"
+#include "dwell/core/backend/backend_health.hpp"
+#include "dwell/core/thermal/thermal_governor.hpp"
 
 namespace dwell::server {
 

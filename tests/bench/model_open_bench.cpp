@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/model_source.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/model_source.hpp"
 
 int main(int argc, char** argv) {
     if (argc < 2) {

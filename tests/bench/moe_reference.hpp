@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dwell/core/model_source.hpp"
+#include "dwell/core/model/model_source.hpp"
 
 namespace dwell::bench {
 

@@ -30,12 +30,12 @@
 #include <thread>
 #include <vector>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/runtime.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/text_generation.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/core/llm/text_generation.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 
 namespace fs = std::filesystem;
 

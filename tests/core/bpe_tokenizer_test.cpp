@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/gguf_file.hpp"
-#include "dwell/core/gguf_writer.hpp"
-#include "dwell/core/synthetic_bpe_vocab.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/tools/gguf_writer.hpp"
+#include "dwell/tools/synthetic_bpe_vocab.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "dwell/status.h"
 #include "test_paths.hpp"
 

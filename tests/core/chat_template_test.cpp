@@ -2,7 +2,7 @@
 // documented prompt format spells it (minus the leading BOS, which the
 // tokenizer adds), Jinja templates of each family are recognised, and the
 // errors for an unknown template or name say what to do.
-#include "dwell/core/chat_template.hpp"
+#include "dwell/core/text/chat_template.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/chat_prompt.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/gguf_file.hpp"
-#include "dwell/core/gguf_writer.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/text/chat_prompt.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/tools/gguf_writer.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "dwell/status.h"
 #include "test_paths.hpp"
 

@@ -7,9 +7,9 @@
 
 #include <fstream>
 
-#include "dwell/core/device_facts.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/manifest_choice.hpp"
+#include "dwell/core/config/device_facts.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/config/manifest_choice.hpp"
 
 namespace dwell {
 namespace {

@@ -1,11 +1,11 @@
-#include "dwell/core/device_facts.hpp"
+#include "dwell/core/config/device_facts.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <fstream>
 
-#include "dwell/core/manifest.hpp"
+#include "dwell/core/config/manifest.hpp"
 
 namespace dwell {
 namespace {

@@ -1,7 +1,7 @@
 // GgufFile: the real stories260K model, metadata getters, the ggml type
 // table, and hostile files, each of which must be refused with a one-line
 // message naming the file and the fault rather than crash or over-allocate.
-#include "dwell/core/gguf_file.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,8 +12,8 @@
 #include <limits>
 #include <random>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/gguf_writer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/tools/gguf_writer.hpp"
 #include "test_paths.hpp"
 
 namespace dwell {

@@ -1,6 +1,6 @@
 // GgufWriter: what it writes, GgufFile reads back unchanged, laid out as
 // the format requires; malformed tensors are refused at add time.
-#include "dwell/core/gguf_writer.hpp"
+#include "dwell/tools/gguf_writer.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/gguf_file.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
 
 namespace dwell {
 namespace {

@@ -1,9 +1,9 @@
-#include "dwell/core/graph_builder.hpp"
+#include "dwell/core/graph/graph_builder.hpp"
 
 #include <gtest/gtest.h>
 
-#include "dwell/core/activation_plan.hpp"
-#include "dwell/core/error.hpp"
+#include "dwell/core/graph/activation_plan.hpp"
+#include "dwell/core/base/error.hpp"
 
 namespace dwell {
 namespace {

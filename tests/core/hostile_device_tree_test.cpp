@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/device_facts.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/manifest.hpp"
-#include "dwell/core/runtime.hpp"
-#include "dwell/core/runtime_thermal.hpp"
-#include "dwell/core/system_memory.hpp"
-#include "dwell/core/thermal_sensors.hpp"
+#include "dwell/core/config/device_facts.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/config/manifest.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/runtime/runtime_thermal.hpp"
+#include "dwell/core/platform/system_memory.hpp"
+#include "dwell/core/thermal/thermal_sensors.hpp"
 #include "test_dirs.hpp"
 
 namespace dwell {

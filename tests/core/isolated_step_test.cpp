@@ -3,7 +3,7 @@
 // copy_back(); descriptor changes and writes past a buffer are named; a
 // paged KV cache is copied for the pages its table names and only the rows
 // the op writes come back.
-#include "dwell/core/isolated_step.hpp"
+#include "dwell/core/backend/isolated_step.hpp"
 
 #include <gtest/gtest.h>
 

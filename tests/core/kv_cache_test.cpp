@@ -1,14 +1,14 @@
 // The paged KV cache of one sequence: page tables as the ATTENTION op reads
 // them, fork sharing every page, copy on write at the first write into a
 // shared page, truncation giving pages back, and the row formats' sizes.
-#include "dwell/core/kv_cache.hpp"
+#include "dwell/core/kv/kv_cache.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 
-#include "dwell/core/error.hpp"
+#include "dwell/core/base/error.hpp"
 
 namespace dwell {
 namespace {

@@ -2,7 +2,7 @@
 // as one-line errors, budget accounting, and a long random run checked
 // against a shadow model (no leak, no page handed out twice, no page
 // content disturbed by another page's owner).
-#include "dwell/core/kv_page_pool.hpp"
+#include "dwell/core/kv/kv_page_pool.hpp"
 
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "dwell/core/error.hpp"
+#include "dwell/core/base/error.hpp"
 
 namespace dwell {
 namespace {

@@ -1,7 +1,7 @@
 // The prefix cache: pages found again by the exact tokens before them, the
 // references it holds, least-recently-used reclaim of pages only it holds,
 // forgetting a model, and optional logits that never block on the budget.
-#include "dwell/core/kv_prefix_cache.hpp"
+#include "dwell/core/kv/kv_prefix_cache.hpp"
 
 #include <gtest/gtest.h>
 

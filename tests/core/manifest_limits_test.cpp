@@ -14,8 +14,8 @@
 #include <functional>
 #include <string>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/manifest.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/config/manifest.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-#include "dwell/core/manifest.hpp"
+#include "dwell/core/config/manifest.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "dwell/core/error.hpp"
+#include "dwell/core/base/error.hpp"
 #include "dwell/status.h"
 
 namespace fs = std::filesystem;

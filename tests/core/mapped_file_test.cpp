@@ -4,7 +4,7 @@
 // rewrite is reported naming the file; a SIGBUS elsewhere still ends the
 // process as before. The risky reads run in a child (death tests), so a
 // regression fails the test instead of crashing the suite.
-#include "dwell/core/mapped_file.hpp"
+#include "dwell/core/platform/mapped_file.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "dwell/core/error.hpp"
+#include "dwell/core/base/error.hpp"
 #include "test_dirs.hpp"
 
 namespace dwell {

@@ -1,7 +1,7 @@
 // drop_file_backed_pages gives back the resident pages of a read-only file
 // mapping without changing what reads see, and refuses any memory whose
 // contents would be lost (anonymous or writable mappings).
-#include "dwell/core/mapped_pages.hpp"
+#include "dwell/core/platform/mapped_pages.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

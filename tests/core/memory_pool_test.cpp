@@ -1,10 +1,10 @@
-#include "dwell/core/memory_pool.hpp"
+#include "dwell/core/memory/memory_pool.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "dwell/core/error.hpp"
+#include "dwell/core/base/error.hpp"
 
 namespace dwell {
 namespace {

@@ -4,7 +4,7 @@
 // never follow a planted link, sessions are 0600, a dead writer's
 // temporaries are cleaned up, and of two writers to one path the second to
 // finish says it lost.
-#include "dwell/core/output_file.hpp"
+#include "dwell/core/platform/output_file.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -16,10 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/gguf_writer.hpp"
-#include "dwell/core/pack_file.hpp"
-#include "dwell/core/session_file.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/tools/gguf_writer.hpp"
+#include "dwell/core/model/pack_file.hpp"
+#include "dwell/tools/pack_writer.hpp"
+#include "dwell/core/session/session_file.hpp"
 #include "test_dirs.hpp"
 
 namespace dwell {

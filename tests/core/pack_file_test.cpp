@@ -2,7 +2,8 @@
 // several dtypes, metadata of every type, the tokenizer), conversion of the
 // real stories260K model, and hostile files: each corruption must be refused
 // with one line naming the file and, where it applies, the tensor.
-#include "dwell/core/pack_file.hpp"
+#include "dwell/core/model/pack_file.hpp"
+#include "dwell/tools/pack_writer.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,8 +12,8 @@
 #include <fstream>
 #include <random>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/gguf_file.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
 #include "test_paths.hpp"
 
 // Header-only xxHash, so the test can re-seal deliberately edited packs

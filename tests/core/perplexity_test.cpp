@@ -1,7 +1,7 @@
 // The perplexity and KL arithmetic on hand-computed cases, driven through
 // perplexity() with a fake logits provider, the base-file checks, and the
 // progress bar's rendering.
-#include "dwell/core/perplexity.hpp"
+#include "dwell/tools/perplexity.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <fstream>
 #include <random>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/progress_bar.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/tools/progress_bar.hpp"
 #include "test_dirs.hpp"
 
 namespace dwell {

@@ -1,4 +1,4 @@
-#include "dwell/core/pid_controller.hpp"
+#include "dwell/core/thermal/pid_controller.hpp"
 
 #include <gtest/gtest.h>
 

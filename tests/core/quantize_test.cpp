@@ -1,7 +1,7 @@
 // quantize_tensor / dequantize_tensor / quantization_snr_db, the library
 // behind `dwell convert`, and the graph's rule that a row-format tensor's
 // rows survive a reshape intact.
-#include "dwell/core/quantize.hpp"
+#include "dwell/tools/quantize.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 #include <random>
 #include <vector>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/graph.hpp"
-#include "dwell/core/graph_builder.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/graph/graph.hpp"
+#include "dwell/core/graph/graph_builder.hpp"
 #include "dwell/quant.h"
 
 namespace dwell {

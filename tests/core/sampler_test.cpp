@@ -1,4 +1,4 @@
-#include "dwell/core/sampler.hpp"
+#include "dwell/core/llm/sampler.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/error.hpp"
+#include "dwell/core/base/error.hpp"
 #include "dwell/status.h"
 
 namespace {

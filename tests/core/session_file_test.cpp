@@ -2,7 +2,7 @@
 // them back, and a hostile header (another model, an unknown KV type, sizes
 // out of range or larger than the file) is refused with one line before
 // anything sized by it is allocated. Also the context a session may ask for.
-#include "dwell/core/session_file.hpp"
+#include "dwell/core/session/session_file.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/session.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/session/session.hpp"
 
 namespace fs = std::filesystem;
 

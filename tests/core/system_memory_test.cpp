@@ -1,7 +1,7 @@
 // Available memory is the least of /proc/meminfo and what the process's
 // memory cgroup (v2 or v1, as Android mounts them) still allows, read under
 // a relocatable root: each case fakes a device tree in a temporary folder.
-#include "dwell/core/system_memory.hpp"
+#include "dwell/core/platform/system_memory.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

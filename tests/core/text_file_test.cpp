@@ -1,14 +1,14 @@
 // Whole text files are read with a size limit: a larger regular file is
 // refused from its size alone, and an endless source (a device, a FIFO) is
 // cut at the limit, each in one line naming the file and the limit.
-#include "dwell/core/text_file.hpp"
+#include "dwell/core/platform/text_file.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <fstream>
 
-#include "dwell/core/error.hpp"
+#include "dwell/core/base/error.hpp"
 #include "test_dirs.hpp"
 
 namespace dwell {

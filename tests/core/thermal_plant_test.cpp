@@ -1,4 +1,4 @@
-#include "dwell/core/thermal_plant.hpp"
+#include "dwell/tools/thermal_plant.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "dwell/core/thermal_policy.hpp"
+#include "dwell/core/thermal/thermal_policy.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "dwell/core/thermal_sensors.hpp"
+#include "dwell/core/thermal/thermal_sensors.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

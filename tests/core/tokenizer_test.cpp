@@ -2,7 +2,7 @@
 // (reference ids from shared/reference/stories260K.md), both when the
 // vocabulary comes from a sentencepiece .model file and when it comes from a
 // GGUF file, and decoding must give back the exact input text.
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/gguf_file.hpp"
-#include "dwell/core/gguf_writer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/tools/gguf_writer.hpp"
 #include "dwell/status.h"
 #include "test_paths.hpp"
 

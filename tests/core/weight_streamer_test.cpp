@@ -3,7 +3,7 @@
 // with read-ahead; eviction takes the least recently computed unit; pinned
 // layers are never re-read; a budget below one layer, a pack truncated or
 // corrupted while in use, all fail with one clear line.
-#include "dwell/core/weight_streamer.hpp"
+#include "dwell/core/model/weight_streamer.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,8 +13,9 @@
 #include <map>
 #include <random>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/pack_file.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/pack_file.hpp"
+#include "dwell/tools/pack_writer.hpp"
 
 namespace dwell {
 namespace {

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <system_error>
 
-#include "dwell/core/device_facts.hpp"
-#include "dwell/core/manifest.hpp"
+#include "dwell/core/config/device_facts.hpp"
+#include "dwell/core/config/manifest.hpp"
 #include "scratch_file.hpp"
 
 namespace fs = std::filesystem;

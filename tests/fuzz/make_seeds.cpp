@@ -17,14 +17,15 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/gguf_file.hpp"
-#include "dwell/core/gguf_writer.hpp"
-#include "dwell/core/model_source.hpp"
-#include "dwell/core/pack_file.hpp"
-#include "dwell/core/session_file.hpp"
-#include "dwell/core/synthetic_bpe_vocab.hpp"
-#include "dwell/core/synthetic_model.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/tools/gguf_writer.hpp"
+#include "dwell/core/model/model_source.hpp"
+#include "dwell/core/model/pack_file.hpp"
+#include "dwell/tools/pack_writer.hpp"
+#include "dwell/core/session/session_file.hpp"
+#include "dwell/tools/synthetic_bpe_vocab.hpp"
+#include "dwell/tools/synthetic_model.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "session_file_model.hpp"
 
 namespace fs = std::filesystem;

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "dwell/core/device_facts.hpp"
-#include "dwell/core/error.hpp"
-#include "dwell/core/manifest.hpp"
+#include "dwell/core/config/device_facts.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/config/manifest.hpp"
 
 namespace {
 

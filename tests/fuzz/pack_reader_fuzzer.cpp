@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/pack_file.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/pack_file.hpp"
 #include "scratch_file.hpp"
 
 namespace {

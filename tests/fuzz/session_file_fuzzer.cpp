@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/session_file.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/session/session_file.hpp"
 #include "scratch_file.hpp"
 #include "session_file_model.hpp"
 

@@ -4,7 +4,7 @@
 // fixed weights fingerprint.
 #pragma once
 
-#include "dwell/core/session_file.hpp"
+#include "dwell/core/session/session_file.hpp"
 
 namespace dwell::fuzz {
 

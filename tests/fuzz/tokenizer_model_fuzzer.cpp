@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 
 namespace {
 

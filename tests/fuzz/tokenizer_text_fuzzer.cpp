@@ -14,11 +14,11 @@
 #include <string_view>
 #include <vector>
 
-#include "dwell/core/gguf_file.hpp"
-#include "dwell/core/gguf_writer.hpp"
-#include "dwell/core/synthetic_bpe_vocab.hpp"
-#include "dwell/core/synthetic_model.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/tools/gguf_writer.hpp"
+#include "dwell/tools/synthetic_bpe_vocab.hpp"
+#include "dwell/tools/synthetic_model.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "scratch_file.hpp"
 
 namespace {

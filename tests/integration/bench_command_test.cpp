@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dwell/core/synthetic_model.hpp"
+#include "dwell/tools/synthetic_model.hpp"
 #include "integration_support.hpp"
 
 namespace dwell::test {

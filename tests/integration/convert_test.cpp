@@ -2,7 +2,7 @@
 // policy load and generate, a zstd pack generates exactly the tokens of the
 // raw pack and of the GGUF, and a damaged pack fails with one line naming
 // the tensor.
-#include "dwell/core/convert.hpp"
+#include "dwell/tools/convert.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,8 +10,8 @@
 #include <cmath>
 #include <fstream>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/model.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/model.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/generate.hpp"
-#include "dwell/core/manifest.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/sampler.hpp"
-#include "dwell/core/session.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/llm/generate.hpp"
+#include "dwell/core/config/manifest.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/session/session.hpp"
 #include "integration_support.hpp"
 #include "log_capture.hpp"
 

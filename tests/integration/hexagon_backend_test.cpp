@@ -10,9 +10,9 @@
 
 #include <cstdlib>
 
-#include "dwell/core/model.hpp"
-#include "dwell/core/runtime.hpp"
-#include "dwell/core/session.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/session/session.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 #include "vendor_double_fixture.hpp"

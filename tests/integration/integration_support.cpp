@@ -13,15 +13,15 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/generate.hpp"
-#include "dwell/core/gguf_file.hpp"
-#include "dwell/core/gguf_metadata_copy.hpp"
-#include "dwell/core/gguf_writer.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/sampler.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/synthetic_model.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/llm/generate.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/tools/gguf_metadata_copy.hpp"
+#include "dwell/tools/gguf_writer.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/tools/synthetic_model.hpp"
 #include "test_paths.hpp"
 
 namespace dwell::test {

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "dwell/core/runtime.hpp"
-#include "dwell/core/synthetic_model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/tools/synthetic_model.hpp"
 #include "test_dirs.hpp"
 
 namespace dwell::test {

@@ -11,10 +11,10 @@
 #include <fstream>
 #include <string>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/runtime.hpp"
-#include "dwell/core/session.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/session/session.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 

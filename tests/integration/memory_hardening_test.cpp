@@ -15,15 +15,16 @@
 #include <fstream>
 #include <sstream>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/gguf_file.hpp"
-#include "dwell/core/gguf_metadata_copy.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/pack_file.hpp"
-#include "dwell/core/runtime.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/text_file.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/tools/gguf_metadata_copy.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/model/pack_file.hpp"
+#include "dwell/tools/pack_writer.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/core/platform/text_file.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "integration_support.hpp"
 
 namespace dwell::test {

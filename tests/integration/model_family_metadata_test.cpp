@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/synthetic_model.hpp"
+#include "dwell/tools/synthetic_model.hpp"
 #include "integration_support.hpp"
 
 namespace dwell::test {

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/model.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/synthetic_model.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/tools/synthetic_model.hpp"
 #include "integration_support.hpp"
 
 namespace dwell {

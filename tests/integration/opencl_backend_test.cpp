@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <span>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/perplexity.hpp"
-#include "dwell/core/runtime.hpp"
-#include "dwell/core/session.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/tools/perplexity.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/session/session.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 

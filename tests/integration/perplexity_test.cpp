@@ -1,7 +1,7 @@
 // dwell's perplexity on stories260K against llama-perplexity's figures, which
 // ../shared/reference/stories260K.md records (read from it, not copied here);
 // KL divergence of the model against itself; `dwell perplexity` end to end.
-#include "dwell/core/perplexity.hpp"
+#include "dwell/tools/perplexity.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <regex>
 #include <sstream>
 
-#include "dwell/core/model.hpp"
-#include "dwell/core/runtime.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 

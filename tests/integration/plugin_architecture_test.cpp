@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <fstream>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/synthetic_model.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/tools/synthetic_model.hpp"
 #include "dwell/plugin.h"
 #include "integration_support.hpp"
 #include "test_paths.hpp"

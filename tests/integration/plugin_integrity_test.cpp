@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "dwell/core/error.hpp"
+#include "dwell/core/base/error.hpp"
 #include "integration_support.hpp"
 #include "log_capture.hpp"
 #include "test_paths.hpp"

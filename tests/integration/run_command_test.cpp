@@ -4,11 +4,11 @@
 // a greedy generation through the library that feeds it.
 #include <gtest/gtest.h>
 
-#include "dwell/core/generate.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/sampler.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/llm/generate.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "dwell/core/model.hpp"
-#include "dwell/core/runtime.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
 #include "integration_support.hpp"
 #include "openai_request.hpp"
 #include "openai_server.hpp"

@@ -19,8 +19,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "dwell/core/model.hpp"
-#include "dwell/core/runtime.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
 #include "http_front.hpp"
 #include "integration_support.hpp"
 #include "openai_server.hpp"

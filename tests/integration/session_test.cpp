@@ -3,7 +3,7 @@
 // tokens an independent one would; save/restore round trips; the memory
 // budget refuses with a message instead of an OOM kill; cancel from another
 // thread; quantized KV types keep stories260K's perplexity.
-#include "dwell/core/session.hpp"
+#include "dwell/core/session/session.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,14 +15,14 @@
 #include <thread>
 
 #include "dwell.h"
-#include "dwell/core/error.hpp"
-#include "dwell/core/generate.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/perplexity.hpp"
-#include "dwell/core/runtime.hpp"
-#include "dwell/core/sampler.hpp"
-#include "dwell/core/synthetic_model.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/llm/generate.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/tools/perplexity.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/llm/sampler.hpp"
+#include "dwell/tools/synthetic_model.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "fp8_key_reference.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"

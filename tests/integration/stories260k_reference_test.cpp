@@ -8,9 +8,9 @@
 #include <regex>
 #include <sstream>
 
-#include "dwell/core/model.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 

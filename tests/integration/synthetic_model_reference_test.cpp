@@ -6,10 +6,10 @@
 
 #include <cmath>
 
-#include "dwell/core/gguf_file.hpp"
-#include "dwell/core/model.hpp"
-#include "dwell/core/session.hpp"
-#include "dwell/core/synthetic_model.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/tools/synthetic_model.hpp"
 #include "dwell/quant.h"
 #include "integration_support.hpp"
 

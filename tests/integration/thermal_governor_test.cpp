@@ -9,8 +9,8 @@
 #include <fstream>
 #include <thread>
 
-#include "dwell/core/model.hpp"
-#include "dwell/core/runtime.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
 #include "integration_support.hpp"
 
 namespace dwell::test {

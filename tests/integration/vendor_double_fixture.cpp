@@ -5,8 +5,8 @@
 
 #include <cstdlib>
 
-#include "dwell/core/model.hpp"
-#include "dwell/core/session.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/session/session.hpp"
 
 namespace dwell::test {
 

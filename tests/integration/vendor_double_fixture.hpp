@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/model.hpp"
-#include "dwell/core/runtime.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
 #include "integration_support.hpp"
 
 namespace spdlog {

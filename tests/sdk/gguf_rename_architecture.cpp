@@ -12,10 +12,10 @@
 #include <string>
 #include <string_view>
 
-#include "dwell/core/error.hpp"
-#include "dwell/core/gguf_file.hpp"
-#include "dwell/core/gguf_metadata_copy.hpp"
-#include "dwell/core/gguf_writer.hpp"
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/tools/gguf_metadata_copy.hpp"
+#include "dwell/tools/gguf_writer.hpp"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "api_keys.hpp"
-#include "dwell/core/tokenizer.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "test_paths.hpp"
 
 namespace {

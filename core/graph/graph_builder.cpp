@@ -1,0 +1,436 @@
+#include "dwell/core/graph/graph_builder.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "dwell/core/base/error.hpp"
+
+namespace dwell {
+
+namespace {
+
+std::string shape_str(const dwell_tensor& t) {
+    std::string s = "[";
+    for (int i = 0; i < t.n_dims; ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
+    return s + "] " + dwell_dtype_name(t.dtype);
+}
+
+[[noreturn]] void fail(dwell_op op, const std::string& what) {
+    throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                std::string("graph: ") + dwell_op_name(op) + ": " + what);
+}
+
+bool same_shape(const dwell_tensor& a, const dwell_tensor& b) {
+    return std::equal(a.ne, a.ne + DWELL_MAX_DIMS, b.ne);
+}
+
+bool is_vector(const dwell_tensor& t) {
+    return t.ne[1] == 1 && t.ne[2] == 1 && t.ne[3] == 1;
+}
+
+dwell_tensor shaped(dwell_dtype dtype, std::initializer_list<int64_t> ne) {
+    return make_tensor(dtype, static_cast<int32_t>(ne.size()), std::data(ne));
+}
+
+// C thunks: exceptions never cross into the plugin.
+template <typename F>
+int32_t guarded(void* self, F&& f) {
+    auto* b = static_cast<GraphBuilder*>(self);
+    try {
+        return f(*b);
+    } catch (const std::exception& e) {
+        const_cast<std::string&>(b->last_error()) = e.what();
+        return -1;
+    }
+}
+
+// Element count of a shape from a plugin, or a throw: every dimension in
+// 1..2^32 and the product within 2^48, so no size computed from it wraps.
+int64_t checked_elements(std::span<const int64_t> ne, const std::string& what) {
+    constexpr int64_t kMaxDim = int64_t{1} << 32, kMaxElements = int64_t{1} << 48;
+    int64_t n = 1;
+    for (int64_t d : ne) {
+        if (d < 1 || d > kMaxDim) {
+            throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: " + what + " has a dimension of " +
+                                                        std::to_string(d) + " (allowed 1.." +
+                                                        std::to_string(kMaxDim) + ")");
+        }
+        if (n > kMaxElements / d) {
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        "graph: " + what + " has more than 2^48 elements");
+        }
+        n *= d;
+    }
+    return n;
+}
+
+}  // namespace
+
+GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup caches)
+    : graph_(graph), weights_(std::move(weights)), caches_(std::move(caches)) {
+    c_.struct_size = sizeof(c_);
+    c_.self = this;
+    c_.input = [](void* self, const char* name, dwell_dtype dtype_in, int32_t n_dims,
+                  const int64_t* ne) {
+        int32_t raw = 0;  // checked before it is read as the enum, as for ops
+        static_assert(sizeof raw == sizeof dtype_in);
+        std::memcpy(&raw, &dtype_in, sizeof raw);
+        return guarded(self, [&](GraphBuilder& b) {
+            if (!name || n_dims < 1 || n_dims > DWELL_MAX_DIMS || !ne) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: input needs a name and 1..4 dims");
+            }
+            if (raw < 0 || raw >= DWELL_DTYPE_COUNT) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: input '" + std::string(name) +
+                                                            "' has unknown dtype " +
+                                                            std::to_string(raw));
+            }
+            return b.input(name, static_cast<dwell_dtype>(raw), {ne, static_cast<size_t>(n_dims)});
+        });
+    };
+    c_.weight = [](void* self, const char* name) {
+        return guarded(self, [&](GraphBuilder& b) { return name ? b.weight(name) : -1; });
+    };
+    c_.kv_cache = [](void* self, int32_t layer, int32_t which) {
+        return guarded(self, [&](GraphBuilder& b) { return b.kv_cache(layer, which); });
+    };
+    c_.op = [](void* self, dwell_op op_in, const int32_t* inputs, int32_t n_inputs,
+               const int32_t* ip, int32_t n_ip, const float* fp, int32_t n_fp) {
+        // A plugin may pass any integer here; reading it as the enum before
+        // checking its range would be undefined behaviour in C++.
+        int32_t raw = 0;
+        static_assert(sizeof raw == sizeof op_in);
+        std::memcpy(&raw, &op_in, sizeof raw);
+        return guarded(self, [&](GraphBuilder& b) {
+            if (raw <= DWELL_OP_NONE || raw >= DWELL_OP_COUNT) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: unknown op " + std::to_string(raw));
+            }
+            const auto op = static_cast<dwell_op>(raw);
+            if (n_inputs < 0 || n_inputs > DWELL_MAX_INPUTS || n_ip < 0 ||
+                n_ip > DWELL_MAX_PARAMS || n_fp < 0 || n_fp > DWELL_MAX_PARAMS ||
+                (n_inputs && !inputs) || (n_ip && !ip) || (n_fp && !fp)) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT, std::string("graph: ") + dwell_op_name(op) +
+                                                            ": bad input or parameter count");
+            }
+            return b.op(op, {inputs, static_cast<size_t>(n_inputs)},
+                        {ip, static_cast<size_t>(n_ip)}, {fp, static_cast<size_t>(n_fp)});
+        });
+    };
+    c_.reshape = [](void* self, int32_t tensor, int32_t n_dims, const int64_t* ne) {
+        return guarded(self, [&](GraphBuilder& b) {
+            if (n_dims < 1 || n_dims > DWELL_MAX_DIMS || !ne) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: reshape needs 1..4 dims");
+            }
+            return b.reshape(tensor, {ne, static_cast<size_t>(n_dims)});
+        });
+    };
+    c_.set_layer = [](void* self, int32_t layer) {
+        static_cast<GraphBuilder*>(self)->set_layer(layer);
+    };
+    c_.set_output = [](void* self, int32_t tensor) -> dwell_status {
+        return guarded(self,
+                       [&](GraphBuilder& b) {
+                           b.set_output(tensor);
+                           return 0;
+                       }) < 0
+                   ? DWELL_ERR_INVALID_ARGUMENT
+                   : DWELL_OK;
+    };
+    c_.last_error = [](void* self) {
+        return static_cast<GraphBuilder*>(self)->last_error().c_str();
+    };
+}
+
+const dwell_tensor& GraphBuilder::at(int32_t id, const char* what) const {
+    if (id < 0 || static_cast<size_t>(id) >= graph_.slots.size()) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    std::string("graph: ") + what + ": no tensor with id " + std::to_string(id));
+    }
+    return graph_.slots[id].tensor;
+}
+
+int32_t GraphBuilder::input(std::string_view name, dwell_dtype dtype, std::span<const int64_t> ne) {
+    if (graph_.find_input(std::string(name)) >= 0) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "graph: input '" + std::string(name) + "' declared twice");
+    }
+    checked_elements(ne, "input '" + std::string(name) + "'");
+    if (dwell_row_bytes(dtype, ne[0]) == 0) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "graph: input '" + std::string(name) + "' of " + std::to_string(ne[0]) + " " +
+                        dwell_dtype_name(dtype) + " values per row cannot be laid out");
+    }
+    dwell_tensor t = make_tensor(dtype, static_cast<int32_t>(ne.size()), ne.data());
+    return graph_.add_tensor(t, TensorRole::Input, std::string(name));
+}
+
+int32_t GraphBuilder::weight(std::string_view name) {
+    for (size_t i = 0; i < graph_.slots.size(); ++i) {
+        const TensorSlot& s = graph_.slots[i];
+        if (s.role == TensorRole::Weight && s.tensor.name && name == s.tensor.name) {
+            return static_cast<int32_t>(i);
+        }
+    }
+    const dwell_tensor* w = weights_ ? weights_(name) : nullptr;
+    if (!w) return -1;
+    return graph_.add_tensor(*w, TensorRole::Weight, std::string(name));
+}
+
+int32_t GraphBuilder::kv_cache(int32_t layer, int32_t which) {
+    const dwell_tensor* c = caches_ ? caches_(layer, which) : nullptr;
+    if (!c) {
+        throw Error(
+            DWELL_ERR_INVALID_ARGUMENT,
+            "graph: no KV cache for layer " + std::to_string(layer) + (which ? " (V)" : " (K)"));
+    }
+    int32_t id = graph_.add_tensor(*c, TensorRole::Cache, "");
+    graph_.slots[id].layer = layer;
+    return id;
+}
+
+int32_t GraphBuilder::reshape(int32_t tensor, std::span<const int64_t> ne) {
+    const dwell_tensor& src = at(tensor, "reshape");
+    if (!dwell_tensor_is_contiguous(&src)) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: reshape of a non-contiguous tensor");
+    }
+    const int64_t n = checked_elements(ne, "reshape");
+    if (n != dwell_tensor_nelements(&src)) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: reshape of " + shape_str(src) +
+                                                    " to a shape with " + std::to_string(n) +
+                                                    " elements");
+    }
+    // A row-format row is one self-contained stream (group headers inside),
+    // so its bytes only mean something cut at the same row length.
+    if (dwell_dtype_is_row_format(src.dtype) && ne[0] != src.ne[0]) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "graph: reshape of " + shape_str(src) + " must keep its rows of " +
+                        std::to_string(src.ne[0]) + " values, got " + std::to_string(ne[0]));
+    }
+    dwell_tensor t = make_tensor(src.dtype, static_cast<int32_t>(ne.size()), ne.data());
+    if (t.nb[1] == 0)
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: reshape splits a quantized block");
+    t.data = src.data;
+    const int32_t root = graph_.storage_of(tensor);
+    int32_t id = graph_.add_tensor(t, TensorRole::View, "");
+    graph_.slots[id].view_of = root;
+    graph_.slots[id].producer = graph_.slots[tensor].producer;
+    return id;
+}
+
+dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
+                                 std::span<const int32_t> ip) const {
+    auto need = [&](size_t n) {
+        if (in.size() != n)
+            fail(op, "takes " + std::to_string(n) + " inputs, got " + std::to_string(in.size()));
+    };
+    auto f32 = [&](const dwell_tensor& t, const char* what) {
+        if (t.dtype != DWELL_F32) fail(op, std::string(what) + " must be f32, got " + shape_str(t));
+    };
+    auto i32 = [&](const dwell_tensor& t, const char* what) {
+        if (t.dtype != DWELL_I32) fail(op, std::string(what) + " must be i32, got " + shape_str(t));
+    };
+    switch (op) {
+        case DWELL_OP_GET_ROWS: {
+            need(2);
+            const auto& table = at(in[0], "get_rows");
+            const auto& ids = at(in[1], "get_rows");
+            i32(ids, "ids");
+            if (!is_vector(ids)) fail(op, "ids must be a vector, got " + shape_str(ids));
+            if (table.ne[2] != 1 || table.ne[3] != 1)
+                fail(op, "table must be 2-D, got " + shape_str(table));
+            return shaped(DWELL_F32, {table.ne[0], ids.ne[0]});
+        }
+        case DWELL_OP_MATMUL: {
+            need(2);
+            const auto& w = at(in[0], "matmul");
+            const auto& x = at(in[1], "matmul");
+            f32(x, "x");
+            if (w.ne[2] != 1 || w.ne[3] != 1) fail(op, "weight must be 2-D, got " + shape_str(w));
+            if (w.ne[0] != x.ne[0])
+                fail(op, "inner dimensions differ: " + shape_str(w) + " x " + shape_str(x));
+            return shaped(DWELL_F32, {w.ne[1], x.ne[1], x.ne[2], x.ne[3]});
+        }
+        case DWELL_OP_ADD:
+        case DWELL_OP_MUL: {
+            need(2);
+            const auto& a = at(in[0], "add/mul");
+            const auto& b = at(in[1], "add/mul");
+            f32(a, "in0");
+            f32(b, "in1");
+            if (!same_shape(a, b) && !(is_vector(b) && b.ne[0] == a.ne[0])) {
+                fail(op, "cannot broadcast " + shape_str(b) + " over " + shape_str(a));
+            }
+            return make_tensor(DWELL_F32, a.n_dims, a.ne);
+        }
+        case DWELL_OP_SCALE:
+        case DWELL_OP_RMS_NORM:
+        case DWELL_OP_LAYER_NORM:
+        case DWELL_OP_SILU:
+        case DWELL_OP_GELU:
+        case DWELL_OP_SOFTMAX: {
+            need(1);
+            const auto& a = at(in[0], dwell_op_name(op));
+            f32(a, "input");
+            return make_tensor(DWELL_F32, a.n_dims, a.ne);
+        }
+        case DWELL_OP_SWIGLU: {
+            need(2);
+            const auto& a = at(in[0], "swiglu");
+            const auto& b = at(in[1], "swiglu");
+            f32(a, "gate");
+            f32(b, "up");
+            if (!same_shape(a, b))
+                fail(op, "gate " + shape_str(a) + " and up " + shape_str(b) + " differ");
+            return make_tensor(DWELL_F32, a.n_dims, a.ne);
+        }
+        case DWELL_OP_ROPE: {
+            need(2);
+            const auto& x = at(in[0], "rope");
+            const auto& pos = at(in[1], "rope");
+            f32(x, "x");
+            i32(pos, "positions");
+            if (!is_vector(pos) || pos.ne[0] != x.ne[2]) {
+                fail(op, "positions " + shape_str(pos) + " must have one entry per token of " +
+                             shape_str(x));
+            }
+            if (ip.size() < 2 || (ip[0] != DWELL_ROPE_NORM && ip[0] != DWELL_ROPE_NEOX) ||
+                ip[1] <= 0 || ip[1] > x.ne[0] || ip[1] % 2 != 0) {
+                fail(op, "needs iparams {mode, n_rot} with an even n_rot <= head_dim " +
+                             std::to_string(x.ne[0]));
+            }
+            return make_tensor(DWELL_F32, x.n_dims, x.ne);
+        }
+        case DWELL_OP_ATTENTION: {
+            need(6);
+            const auto& q = at(in[0], "attention");
+            const auto& k = at(in[1], "attention");
+            const auto& v = at(in[2], "attention");
+            const auto& kc = at(in[3], "attention");
+            const auto& vc = at(in[4], "attention");
+            const auto& pos = at(in[5], "attention");
+            f32(q, "q");
+            f32(k, "k");
+            f32(v, "v");
+            i32(pos, "positions");
+            if (k.ne[0] != q.ne[0] || !same_shape(k, v) || k.ne[2] != q.ne[2] || k.ne[1] <= 0 ||
+                q.ne[1] % k.ne[1] != 0) {
+                fail(op,
+                     "q " + shape_str(q) + ", k " + shape_str(k) + ", v " + shape_str(v) +
+                         " are not [hd, n_head, T], [hd, n_kv, T] with n_head a multiple of n_kv");
+            }
+            // Paged (graph.h): a page space and an I32 page table [2, n].
+            const bool paged = vc.dtype == DWELL_I32;
+            if (paged) {
+                if (kc.ne[0] != k.ne[0] * k.ne[1] || kc.n_dims != 3 || vc.n_dims != 2 ||
+                    vc.ne[0] != 2) {
+                    fail(op, "paged cache " + shape_str(kc) + " / page table " + shape_str(vc) +
+                                 " are not [" + std::to_string(k.ne[0] * k.ne[1]) +
+                                 ", rows_per_page, n_pages] and [2, n_logical]");
+                }
+            } else if (kc.ne[0] != k.ne[0] * k.ne[1] || !same_shape(kc, vc) ||
+                       kc.dtype != vc.dtype) {
+                fail(op, "caches " + shape_str(kc) + " / " + shape_str(vc) +
+                             " do not hold rows of " + std::to_string(k.ne[0] * k.ne[1]));
+            }
+            if (!is_vector(pos) || pos.ne[0] != q.ne[2])
+                fail(op, "positions must have one entry per token");
+            // The op writes into input 3 (and 4 unless paged): they must be
+            // the KV cache, never weights (read-only mappings) or activations.
+            const int32_t kc_root = graph_.storage_of(in[3]), vc_root = graph_.storage_of(in[4]);
+            if (graph_.slots[kc_root].role != TensorRole::Cache ||
+                graph_.slots[vc_root].role != TensorRole::Cache ||
+                graph_.slots[kc_root].tensor.data == graph_.slots[vc_root].tensor.data) {
+                fail(op, "inputs 3 and 4 must be the layer's K and V caches (from kv_cache())");
+            }
+            return make_tensor(DWELL_F32, q.n_dims, q.ne);
+        }
+        case DWELL_OP_TOPK: {
+            need(1);
+            const auto& a = at(in[0], "topk");
+            f32(a, "input");
+            if (ip.empty() || ip[0] <= 0 || ip[0] > a.ne[0])
+                fail(op, "k must be in 1.." + std::to_string(a.ne[0]));
+            return shaped(DWELL_I32, {ip[0], a.ne[1], a.ne[2], a.ne[3]});
+        }
+        case DWELL_OP_GATHER: {
+            need(2);
+            const auto& a = at(in[0], "gather");
+            const auto& ids = at(in[1], "gather");
+            f32(a, "input");
+            i32(ids, "ids");
+            if (ids.ne[1] != a.ne[1] || ids.ne[2] != a.ne[2] || ids.ne[3] != a.ne[3]) {
+                fail(op, "ids " + shape_str(ids) + " do not match rows of " + shape_str(a));
+            }
+            return make_tensor(DWELL_F32, ids.n_dims, ids.ne);
+        }
+        case DWELL_OP_EXPERT_MATMUL: {
+            need(3);
+            const auto& w = at(in[0], "expert_matmul");
+            const auto& x = at(in[1], "expert_matmul");
+            const auto& ids = at(in[2], "expert_matmul");
+            f32(x, "x");
+            i32(ids, "ids");
+            if (w.ne[0] != x.ne[0] || w.ne[3] != 1 || ids.ne[1] != x.ne[1] || x.ne[2] != 1) {
+                fail(op, "weights " + shape_str(w) + ", x " + shape_str(x) + ", ids " +
+                             shape_str(ids) + " are not [K, N, E], [K, T], [k, T]");
+            }
+            return shaped(DWELL_F32, {w.ne[1], ids.ne[0], x.ne[1]});
+        }
+        case DWELL_OP_MOE_COMBINE: {
+            need(2);
+            const auto& y = at(in[0], "moe_combine");
+            const auto& w = at(in[1], "moe_combine");
+            f32(y, "y");
+            f32(w, "w");
+            if (w.ne[0] != y.ne[1] || w.ne[1] != y.ne[2]) {
+                fail(op,
+                     "y " + shape_str(y) + " and w " + shape_str(w) + " are not [N, k, T], [k, T]");
+            }
+            return shaped(DWELL_F32, {y.ne[0], y.ne[2]});
+        }
+        case DWELL_OP_CPY: {
+            need(1);
+            const auto& a = at(in[0], "cpy");
+            if (ip.empty() || ip[0] < 0 || ip[0] >= DWELL_DTYPE_COUNT)
+                fail(op, "needs the target dtype");
+            auto dt = static_cast<dwell_dtype>(ip[0]);
+            if (dwell_row_bytes(dt, a.ne[0]) == 0) {
+                fail(op, std::string("rows of ") + std::to_string(a.ne[0]) +
+                             " cannot be stored as " + dwell_dtype_name(dt));
+            }
+            return make_tensor(dt, a.n_dims, a.ne);
+        }
+        default:
+            fail(op, "unknown op " + std::to_string(static_cast<int>(op)));
+    }
+}
+
+int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs,
+                         std::span<const int32_t> iparams, std::span<const float> fparams) {
+    dwell_tensor out = infer(op, inputs, iparams);
+    dwell_node node{};
+    node.op = op;
+    node.n_inputs = static_cast<int32_t>(inputs.size());
+    std::copy(inputs.begin(), inputs.end(), node.inputs);
+    std::fill(node.inputs + inputs.size(), node.inputs + DWELL_MAX_INPUTS, -1);
+    std::copy(iparams.begin(), iparams.end(), node.iparams);
+    std::copy(fparams.begin(), fparams.end(), node.fparams);
+    node.layer = layer_;
+    const int32_t id = graph_.add_tensor(out, TensorRole::Activation, "");
+    node.output = id;
+    graph_.slots[id].producer = static_cast<int32_t>(graph_.nodes.size());
+    graph_.slots[id].layer = layer_;
+    graph_.nodes.push_back(node);
+    return id;
+}
+
+void GraphBuilder::set_output(int32_t tensor) {
+    const dwell_tensor& t = at(tensor, "set_output");
+    if (t.dtype != DWELL_F32 || t.ne[2] != 1 || t.ne[3] != 1) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "graph: the output must be f32 [n_vocab, rows], got " + shape_str(t));
+    }
+    graph_.output = tensor;
+}
+
+}  // namespace dwell

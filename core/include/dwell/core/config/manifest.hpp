@@ -1,0 +1,88 @@
+// Device manifests: which plugins to load on this device, in which order of
+// preference, with which options, memory budget, threads, KV type and
+// thermal policy. See manifests/README.md for the schema.
+//
+// A malformed manifest throws dwell::Error(DWELL_ERR_INVALID_ARGUMENT) with
+// one line "file:line:column: what is wrong", including unknown sections and
+// keys and values of the wrong type or range.
+//
+// Thread-safety: a Manifest is a plain value.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dwell/core/thermal/thermal_policy.hpp"
+#include "dwell/tensor.h"
+
+namespace dwell {
+
+struct ManifestBackend {
+    std::string plugin;                          // plugin name, e.g. "cpu"
+    std::optional<std::string> device;           // device name; first available if unset
+    std::map<std::string, std::string> options;  // handed to the plugin as strings
+    std::vector<std::string> ops;                // if non-empty: only these ops (by name)
+    std::vector<int32_t> layers;                 // if non-empty: only these layers
+    int32_t line = 0;                            // where the entry starts, for messages
+    // > 0: a step not done in this time is abandoned and rerun on the next
+    // backend; such a backend's steps run isolated (step_worker.hpp).
+    int32_t step_timeout_ms = 0;
+};
+
+// [device] match: each list names the values a fact may have (see
+// DeviceFacts for where each fact comes from).
+struct ManifestDeviceMatch {
+    std::vector<std::string> soc_model;         // ro.soc.model values
+    std::vector<std::string> soc_manufacturer;  // ro.soc.manufacturer
+    std::vector<std::string> platform;          // ro.board.platform
+    std::vector<std::string> hardware;          // ro.hardware / cpuinfo "Hardware"
+    std::vector<std::string> soc_id;            // /sys/devices/soc0/soc_id values
+    std::vector<std::string> soc_machine;       // /sys/devices/soc0/machine
+    std::vector<std::string> product;           // ro.product.model
+    std::vector<std::string> cpu_part;          // "CPU part" in /proc/cpuinfo
+    std::vector<std::string> arch;              // "x86_64", "aarch64"
+};
+
+struct Manifest {
+    std::filesystem::path source;  // file it came from ("<string>" if parsed)
+    std::string name;              // [device] name
+    ManifestDeviceMatch match;
+    std::vector<ManifestBackend> backends;  // in priority order
+    struct Memory {
+        uint64_t budget_bytes = 0;  // 0: no budget
+        uint64_t page_size = 16384;
+        std::string weights = "mmap";      // mmap | load | stream
+        bool mlock = false;                // mmap: lock the pinned layers (all if none pinned)
+        uint64_t weight_budget_bytes = 0;  // stream: bytes of weights resident at once
+        std::vector<int32_t> pin_layers;   // resident for good (stream) / locked (mmap)
+        bool pin_auto = true;              // stream: pin more layers while the budget allows
+        int32_t prefetch_layers = 2;       // stream: layers read ahead of the one computing
+    } memory;
+    struct Cpu {
+        int32_t threads = 0;           // 0: one per core
+        std::string affinity = "any";  // any | big
+    } cpu;
+    struct Kv {
+        dwell_dtype dtype = DWELL_F16;
+        // Pages kept for prompt prefixes after their sessions end; 0: off.
+        uint64_t prefix_cache_bytes = uint64_t{256} << 20;
+    } kv;
+    struct Plugins {
+        std::vector<std::filesystem::path> search_paths;  // absolute, resolved against the file
+        std::map<std::string, std::string> sha256;        // plugin name -> pinned hash
+    } plugins;
+    // [thermal]: the governor (thermal_policy.hpp); has_thermal when the
+    // section is present.
+    ThermalConfig thermal;
+    bool has_thermal = false;
+
+    static Manifest load(const std::filesystem::path& path);
+    static Manifest parse(std::string_view text, const std::filesystem::path& source);
+};
+
+}  // namespace dwell

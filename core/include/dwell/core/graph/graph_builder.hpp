@@ -1,0 +1,59 @@
+// The host's graph builder: what a model plugin calls (through the C table
+// from c_builder()) to describe one forward step. Every op's inputs are
+// checked and its output shape inferred here, so backends receive only
+// well-formed nodes.
+//
+// Thread-safety: none; one builder per graph being built.
+// Ownership: borrows the Graph and the lookups for its own lifetime.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "dwell/core/graph/graph.hpp"
+#include "dwell/model.h"
+
+namespace dwell {
+
+class GraphBuilder {
+public:
+    // Each lookup returns nullptr when the tensor does not exist.
+    using WeightLookup = std::function<const dwell_tensor*(std::string_view name)>;
+    using CacheLookup = std::function<const dwell_tensor*(int32_t layer, int32_t which)>;
+
+    GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup caches);
+    // The C table's self pointer is this object: it must not move or copy.
+    GraphBuilder(const GraphBuilder&) = delete;
+    GraphBuilder& operator=(const GraphBuilder&) = delete;
+
+    // The C table for model plugins; valid while this builder lives.
+    const dwell_graph_builder* c_builder() const { return &c_; }
+
+    // The same operations in C++; they throw dwell::Error on bad input.
+    int32_t input(std::string_view name, dwell_dtype dtype, std::span<const int64_t> ne);
+    int32_t weight(std::string_view name);  // -1 when absent
+    int32_t kv_cache(int32_t layer, int32_t which);
+    int32_t op(dwell_op op, std::span<const int32_t> inputs, std::span<const int32_t> iparams = {},
+               std::span<const float> fparams = {});
+    int32_t reshape(int32_t tensor, std::span<const int64_t> ne);
+    void set_layer(int32_t layer) { layer_ = layer; }
+    void set_output(int32_t tensor);
+
+    const std::string& last_error() const { return last_error_; }
+
+private:
+    const dwell_tensor& at(int32_t id, const char* what) const;
+    dwell_tensor infer(dwell_op op, std::span<const int32_t> in, std::span<const int32_t> ip) const;
+
+    Graph& graph_;
+    WeightLookup weights_;
+    CacheLookup caches_;
+    int32_t layer_ = -1;
+    std::string last_error_;
+    dwell_graph_builder c_{};
+};
+
+}  // namespace dwell

@@ -1,0 +1,39 @@
+// Making room in a full context: keep the first n_keep positions, drop the
+// n_discard after them, move the rest down, and turn the moved keys' RoPE
+// rotation back by n_discard positions so they read as if computed where
+// they now are (values carry no rotation and just move).
+//
+// The rotation's parameters come from the model's own graph: the ROPE node
+// whose output an ATTENTION node stores as keys.
+//
+// Thread-safety: none; the caller owns the cache.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "dwell/core/graph/graph.hpp"
+#include "dwell/core/kv/kv_cache.hpp"
+
+namespace dwell {
+
+struct KeyRope {
+    int32_t mode = 0;  // DWELL_ROPE_NORM or DWELL_ROPE_NEOX
+    int32_t n_rot = 0;
+    int64_t head_dim = 0;
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;
+};
+
+// The RoPE applied to the keys of the first ATTENTION node of `graph`;
+// nullopt when its keys are not rotated by a ROPE node.
+std::optional<KeyRope> find_key_rope(const Graph& graph);
+
+// Shifts positions [n_keep + n_discard, n_past) of every layer down by
+// n_discard (rotating keys by -n_discard when rope is given) and drops the
+// pages past the new end. Quantized rows are rotated through f32 and
+// stored again.
+void shift_context(KvCache& kv, const std::optional<KeyRope>& rope, int64_t n_keep,
+                   int64_t n_discard, int64_t n_past);
+
+}  // namespace dwell

@@ -1,0 +1,56 @@
+// A chat template bound to a model's vocabulary: renders a conversation and
+// turns the text into token ids, mapping each special-token text the
+// template emits ("<|im_start|>", "</s>", ...) to its id — sentencepiece
+// never matches control tokens inside text — and knows which ids end the
+// assistant's turn.
+//
+// Thread-safety: immutable after construction; all members are const.
+// Ownership: keeps a reference to the tokenizer (the Model must outlive it).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dwell/core/text/chat_template.hpp"
+
+namespace dwell {
+
+class Tokenizer;
+
+class ChatPrompt {
+public:
+    ChatPrompt(const Tokenizer& tokenizer, ChatTemplate chat_template);
+
+    const ChatTemplate& chat_template() const { return template_; }
+
+    // BOS, then the rendered conversation as ids. Throws (invalid argument)
+    // when a message contains one of the template's control texts (it would
+    // forge turns), naming the message and the text.
+    std::vector<int32_t> encode(const std::vector<ChatMessage>& messages,
+                                bool add_generation_prompt) const;
+    // The first message holding one of ChatTemplate::control_texts() (token
+    // of the vocabulary or not) and that text; check_contents() throws it.
+    struct ControlText {
+        size_t message = 0;
+        std::string text;
+    };
+    std::optional<ControlText> find_control_text(const std::vector<ChatMessage>& messages) const;
+    void check_contents(const std::vector<ChatMessage>& messages) const;
+    // Text with special-token texts in it -> ids (no BOS).
+    std::vector<int32_t> encode_text(const std::string& text) const;
+
+    // Ids that end the assistant's turn (the template's stop strings that are
+    // single tokens of the vocabulary), for TextRequest::stop_tokens.
+    const std::vector<int32_t>& stop_tokens() const { return stop_tokens_; }
+
+private:
+    const Tokenizer& tokenizer_;
+    ChatTemplate template_;
+    std::vector<std::pair<std::string, int32_t>> specials_;  // longest text first
+    std::vector<int32_t> stop_tokens_;
+};
+
+}  // namespace dwell

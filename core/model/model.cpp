@@ -1,0 +1,331 @@
+#include "dwell/core/model/model.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/runtime/runtime.hpp"
+
+namespace dwell {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string plugin_error(const dwell_model_plugin* api, dwell_model* handle) {
+    const char* e = api->last_error ? api->last_error(handle) : nullptr;
+    return e && *e ? e : "no message";
+}
+
+std::string shape_str(int32_t n_dims, const int64_t* ne) {
+    std::string s = "[";
+    for (int i = 0; i < n_dims; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+}
+
+// A model object made by a plugin, destroyed by that plugin.
+struct PluginModelDeleter {
+    const dwell_model_plugin* api = nullptr;
+    void operator()(dwell_model* m) const {
+        if (m) api->destroy(m);
+    }
+};
+using PluginModel = std::unique_ptr<dwell_model, PluginModelDeleter>;
+
+// Offers the file to each plugin serving its architecture, in the runtime's
+// order; the first to accept serves it. DWELL_ERR_UNSUPPORTED declines (the
+// file is another variant of the architecture, e.g. mixture-of-experts
+// "llama" files for the dense llama plugin); any other failure refuses the
+// file itself and ends the search.
+std::pair<std::shared_ptr<LoadedPlugin>, PluginModel> create_model_object(
+    Runtime& runtime, const dwell_metadata& meta, const std::string& arch, const fs::path& path) {
+    std::string declined;
+    for (auto& plugin : runtime.model_plugins_for(arch, path)) {
+        const dwell_model_plugin* api = plugin->model();
+        char error[512] = {0};
+        dwell_model* raw = nullptr;
+        const dwell_status st =
+            api->create(&meta, runtime.host_services(), &raw, error, sizeof error);
+        error[sizeof error - 1] = '\0';
+        PluginModel handle(st == DWELL_OK ? raw : nullptr, PluginModelDeleter{api});
+        const std::string why = error[0] ? error : dwell_status_name(st);
+        if (st == DWELL_OK && handle) {
+            if (!declined.empty()) spdlog::debug("{}: declined by {}", path.string(), declined);
+            return {plugin, std::move(handle)};
+        }
+        if (st != DWELL_ERR_UNSUPPORTED) {
+            throw Error(st == DWELL_OK ? DWELL_ERR_INTERNAL : st,
+                        path.string() + ": the " + plugin->name() +
+                            " model plugin refused the model: " + why);
+        }
+        declined += (declined.empty() ? "" : "; ") + plugin->name() + ": " + why;
+    }
+    std::string dirs;
+    for (const auto& d : runtime.loader().search_dirs())
+        dirs += (dirs.empty() ? "" : ", ") + d.string();
+    throw Error(DWELL_ERR_UNSUPPORTED,
+                path.string() + ": every model plugin serving architecture '" + arch +
+                    "' declined the model (" + declined + "); plugin folders searched: " + dirs);
+}
+
+}  // namespace
+
+Model::Model(std::unique_ptr<ModelSource> source, std::shared_ptr<LoadedPlugin> plugin)
+    : source_(std::move(source)), plugin_(std::move(plugin)) {}
+
+Model::~Model() {
+    if (auto runtime = runtime_.lock()) {
+        if (charged_bytes_ > 0) (*runtime)->uncharge(charged_bytes_, MemoryUse::Weights);
+        (*runtime)->forget_model(id_);
+        for (const auto& [name, t] : weights_) {
+            if (t.data == nullptr) continue;
+            uint64_t last = 0;
+            for (int d = 1; d < DWELL_MAX_DIMS; ++d) {
+                last += static_cast<uint64_t>(t.ne[d] - 1) * t.nb[d];
+            }
+            (*runtime)->release_weights(t.data, last + dwell_row_bytes(t.dtype, t.ne[0]));
+        }
+    }
+    if (handle_) plugin_->model()->destroy(handle_);
+}
+
+std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path,
+                                   const LoadProgress& progress) {
+    const Manifest::Memory& mem = runtime.manifest().memory;
+    const bool streamed = mem.weights != "mmap";  // load | stream: read by a WeightStreamer
+    // Deferred either way: only the tensors the plugin declares are made
+    // resident below, after their bytes are charged to the budget.
+    std::unique_ptr<ModelSource> source = open_model_source(path, TensorData::Deferred);
+    const dwell_metadata& meta = source->metadata();
+    const char* arch_text = nullptr;
+    size_t arch_len = 0;
+    if (!meta.get_string(meta.self, "general.architecture", &arch_text, &arch_len)) {
+        throw Error(
+            DWELL_ERR_CORRUPT,
+            path.string() + ": metadata key general.architecture is missing or not a string");
+    }
+    const std::string arch(arch_text, arch_len);
+    auto [plugin, handle] = create_model_object(runtime, meta, arch, path);
+    std::shared_ptr<Model> model(new Model(std::move(source), plugin));  // private constructor
+    model->handle_ = handle.release();                                   // destroyed by ~Model
+    model->runtime_ = runtime.lifetime();
+    model->id_ = runtime.next_model_id();
+    model->architecture_ = arch;
+    const dwell_model_plugin* api = plugin->model();
+
+    model->info_.struct_size = sizeof(model->info_);
+    if (api->get_info(model->handle_, &model->info_) != DWELL_OK) {
+        throw Error(DWELL_ERR_INTERNAL, path.string() +
+                                            ": the model plugin could not describe the model: " +
+                                            plugin_error(api, model->handle_));
+    }
+    const auto& mi = model->info_;
+    if (mi.n_vocab <= 0 || mi.n_vocab > (int64_t{1} << 24) || mi.n_layer <= 0 ||
+        mi.n_layer > 4096 || mi.kv_width <= 0 || mi.kv_width > (int64_t{1} << 24) ||
+        mi.n_ctx_train < 0) {
+        throw Error(DWELL_ERR_CORRUPT, path.string() + ": the " + plugin->name() +
+                                           " model plugin describes an impossible model (vocab " +
+                                           std::to_string(mi.n_vocab) + ", " +
+                                           std::to_string(mi.n_layer) + " layers, KV width " +
+                                           std::to_string(mi.kv_width) + ")");
+    }
+
+    // Bind every declared tensor to the file's data, checking shape and type.
+    struct Collected {
+        std::vector<dwell_tensor_decl> decls;
+        std::vector<std::string> names;
+        bool failed = false;
+    } collected;
+    // Called from plugin code: nothing may throw through it, and only the
+    // fields the plugin's struct_size covers are read.
+    auto collect = [](void* user, const dwell_tensor_decl* decl) noexcept {
+        auto* c = static_cast<Collected*>(user);
+        if (!decl || !DWELL_HAS_FIELD(decl, dwell_tensor_decl, required) || !decl->name) {
+            c->failed = true;
+            return;
+        }
+        try {
+            dwell_tensor_decl copy{};
+            std::memcpy(&copy, decl, std::min<size_t>(decl->struct_size, sizeof copy));
+            c->decls.push_back(copy);
+            c->names.emplace_back(decl->name);
+        } catch (...) {
+            c->failed = true;
+        }
+    };
+    if (api->declare_tensors(model->handle_, collect, &collected) != DWELL_OK || collected.failed) {
+        throw Error(DWELL_ERR_INTERNAL, path.string() +
+                                            ": the model plugin could not list its tensors: " +
+                                            plugin_error(api, model->handle_));
+    }
+    for (size_t i = 0; i < collected.decls.size(); ++i) {
+        const auto& decl = collected.decls[i];
+        const std::string& name = collected.names[i];
+        const SourceTensor* t = model->source_->find_tensor(name);
+        if (!t) {
+            if (decl.required) {
+                throw Error(DWELL_ERR_CORRUPT, path.string() + ": tensor '" + name +
+                                                   "' needed by the " + plugin->name() +
+                                                   " model plugin is missing");
+            }
+            continue;
+        }
+        const int32_t nd = std::clamp(decl.n_dims, 1, DWELL_MAX_DIMS);
+        bool shape_ok = true;
+        for (int d = 0; d < DWELL_MAX_DIMS; ++d) {
+            const int64_t want = d < nd ? decl.ne[d] : 1;
+            if (want != t->ne[d]) shape_ok = false;
+        }
+        if (!shape_ok) {
+            throw Error(DWELL_ERR_CORRUPT, path.string() + ": tensor '" + name + "' has shape " +
+                                               shape_str(t->n_dims, t->ne) +
+                                               ", the model's metadata implies " +
+                                               shape_str(nd, decl.ne));
+        }
+        if (t->dtype == DWELL_DTYPE_COUNT || dwell_dtype_block_bytes(t->dtype) == 0) {
+            throw Error(DWELL_ERR_UNSUPPORTED,
+                        path.string() + ": tensor '" + name + "' has type " + t->type_name +
+                            ", which this dwell version cannot run (supported: f32, f16, "
+                            "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K)");
+        }
+        dwell_tensor w{};
+        w.dtype = t->dtype;
+        w.n_dims = t->n_dims;
+        std::copy(t->ne, t->ne + DWELL_MAX_DIMS, w.ne);
+        w.nb[0] = dwell_dtype_block_bytes(w.dtype);
+        w.nb[1] = dwell_row_bytes(w.dtype, w.ne[0]);
+        for (int d = 2; d < DWELL_MAX_DIMS; ++d)
+            w.nb[d] = w.nb[d - 1] * static_cast<uint64_t>(w.ne[d - 1]);
+        // Backends never write weights; the mapping is read-only. Streamed
+        // weights get their address per step from the streamer.
+        // Set once the tensor is resident (mapped weights, below).
+        w.data = nullptr;
+        if (streamed) w.flags = DWELL_TENSOR_VOLATILE;
+        auto [it, inserted] = model->weights_.emplace(name, w);
+        it->second.name = it->first.c_str();
+        if (inserted) {
+            model->weight_bytes_ += t->size;
+            if (!streamed && t->stored.frame_sizes.empty()) model->mapped_weight_bytes_ += t->size;
+        }
+    }
+
+    model->weights_in_place_ = !streamed;
+    if (streamed) {
+        // The streamer's buffers come from the pool, so they are budgeted there.
+        std::vector<std::string> names;
+        for (const auto& [name, t] : model->weights_) names.push_back(name);
+        WeightStreamOptions o;
+        o.pin_all = mem.weights == "load";
+        o.budget_bytes = mem.weight_budget_bytes;
+        o.pin_layers = mem.pin_layers;
+        o.pin_auto = mem.pin_auto;
+        o.prefetch = mem.prefetch_layers;
+        o.progress = progress;
+        model->streamer_ =
+            std::make_unique<WeightStreamer>(*model->source_, names, o, runtime.pool());
+        spdlog::info("{}: {}", path.string(), model->streamer_->describe());
+    } else {
+        // Mapped weights count against the budget like every other byte, so a
+        // model that cannot fit is refused here rather than killed later.
+        runtime.pool().charge(model->weight_bytes_, MemoryUse::Weights,
+                              "the weights of " + path.string());
+        model->charged_bytes_ = model->weight_bytes_;
+        std::vector<std::string> names;
+        names.reserve(model->weights_.size());
+        for (const auto& [name, t] : model->weights_) names.push_back(name);
+        // Decompressed weights take memory the mapped ones only may: checked
+        // against what the system and the cgroup have left before any of it
+        // is allocated.
+        model->source_->make_resident(names, [&](uint64_t bytes) {
+            const uint64_t available = runtime.available_memory();
+            if (bytes > 0 && available != 0 && bytes > available) {
+                throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                            path.string() + ": decompressing its weights needs " +
+                                format_bytes(bytes) + " but " + format_bytes(available) +
+                                " of memory is available: convert it without zstd "
+                                "(dwell convert) or free memory");
+            }
+        });
+        for (auto& [name, w] : model->weights_) {
+            w.data = const_cast<uint8_t*>(model->source_->find_tensor(name)->data);
+        }
+        if (mem.mlock) model->lock_weights(mem.pin_layers);
+    }
+
+    model->tokenizer_ = std::make_unique<Tokenizer>(model->source_->tokenizer());
+    if (model->tokenizer_->n_vocab() != model->info_.n_vocab) {
+        throw Error(DWELL_ERR_CORRUPT, path.string() + ": the vocabulary has " +
+                                           std::to_string(model->tokenizer_->n_vocab()) +
+                                           " tokens but the model's output has " +
+                                           std::to_string(model->info_.n_vocab));
+    }
+    spdlog::info("model {}: {} by the {} plugin ({}), {} layers, vocab {}, weights {}",
+                 path.string(), model->architecture_, plugin->name(), plugin->path().string(),
+                 model->info_.n_layer, model->info_.n_vocab, format_bytes(model->weight_bytes_));
+    return model;
+}
+
+// mlock of the mapped layers the manifest pins (all when it pins none), so
+// the kernel never drops them under memory pressure.
+void Model::lock_weights(const std::vector<int32_t>& layers) const {
+    uint64_t locked = 0, failed = 0;
+    int err = 0;
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    for (const auto& [name, t] : weights_) {
+        const bool pinned =
+            layers.empty() || std::any_of(layers.begin(), layers.end(), [&](int32_t l) {
+                return name.rfind("blk." + std::to_string(l) + ".", 0) == 0;
+            });
+        const SourceTensor* st = source_->find_tensor(name);
+        if (!pinned || st == nullptr || st->data == nullptr) continue;
+        const auto begin = reinterpret_cast<uintptr_t>(st->data) / page * page;
+        const auto end = reinterpret_cast<uintptr_t>(st->data) + st->size;
+        if (::mlock(reinterpret_cast<const void*>(begin), end - begin) == 0) {
+            locked += st->size;
+        } else {
+            failed += st->size;
+            err = errno;
+        }
+    }
+    if (failed > 0) {
+        spdlog::warn(
+            "{}: mlock of {} of weights failed ({}); they stay pageable. Raise the "
+            "locked-memory limit (ulimit -l) or pin fewer layers ([memory] pin_layers)",
+            path().string(), format_bytes(failed), std::strerror(err));
+    }
+    if (locked > 0)
+        spdlog::info("{}: {} of weights locked in memory", path().string(), format_bytes(locked));
+}
+
+void Model::check_file() const {
+    if (std::string why = source_->file_problem(weights_in_place_); !why.empty())
+        throw Error(DWELL_ERR_IO, why);
+}
+
+const dwell_tensor* Model::weight(std::string_view name) const {
+    auto it = weights_.find(name);
+    return it == weights_.end() ? nullptr : &it->second;
+}
+
+void Model::build_graph(GraphBuilder& builder, const dwell_batch& batch) const {
+    const dwell_model_plugin* api = plugin_->model();
+    std::lock_guard lock(build_mutex_);
+    const dwell_status st = api->build_graph(handle_, builder.c_builder(), &batch);
+    if (st != DWELL_OK) {
+        std::string why = plugin_error(api, handle_);
+        if (why == "no message")
+            why = builder.last_error().empty() ? dwell_status_name(st) : builder.last_error();
+        throw Error(st, path().string() + ": the " + plugin_->name() +
+                            " model plugin failed to build the graph: " + why);
+    }
+}
+
+}  // namespace dwell

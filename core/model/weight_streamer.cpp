@@ -1,0 +1,806 @@
+#include "dwell/core/model/weight_streamer.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/platform/posix_file.hpp"
+
+namespace dwell {
+
+namespace {
+
+// O_DIRECT wants file offsets, lengths and buffers aligned to the logical
+// block size; 4 KiB covers every common device.
+constexpr uint64_t kIoAlign = 4096;
+constexpr size_t kReadLogMax = 4096;
+// Compressed bytes read per request while decompressing.
+constexpr uint64_t kStageChunk = uint64_t{4} << 20;
+
+uint64_t align_up(uint64_t v, uint64_t a) {
+    return (v + a - 1) / a * a;
+}
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// "blk.N." -> N; -1 for the embedding, -2 for everything else (the head).
+int32_t layer_of(const std::string& name) {
+    if (name.rfind("blk.", 0) == 0) {
+        int32_t n = 0;
+        size_t i = 4;
+        for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && n < (1 << 24); ++i)
+            n = n * 10 + (name[i] - '0');
+        if (i > 4 && i < name.size() && name[i] == '.') return n;
+    }
+    return name.rfind("token_embd", 0) == 0 ? -1 : -2;
+}
+
+struct ZstdDCtxFree {
+    void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
+};
+
+}  // namespace
+
+struct WeightStreamer::Impl {
+    struct Place {
+        const SourceTensor* tensor;
+        uint64_t region = 0;  // offset of its region in the unit's buffer
+        uint64_t data = 0;    // offset of its first byte in the unit's buffer
+        bool verified = false;
+    };
+    enum class State { Absent, Queued, Loading, Resident };
+    struct Unit {
+        std::string name;
+        int32_t layer = -2;
+        std::vector<Place> places;
+        uint64_t bytes = 0;  // buffer bytes (regions)
+        uint64_t raw = 0;    // tensor bytes
+        bool pinned = false;
+        PoolBuffer own;  // pinned units
+        int32_t slot = -1;
+        State state = State::Absent;
+        bool demand = false;   // a computing thread waits for it
+        bool pending = false;  // read ahead, not computed yet
+        int32_t refs = 0;
+        uint64_t last_used = 0;
+        std::string error;  // a failed read, for the next acquire
+        dwell_status error_code = DWELL_OK;
+    };
+    struct Slot {
+        PoolBuffer buf;
+        int32_t unit = -1;
+    };
+
+    const ModelSource& source;
+    std::string path;
+    FileDescriptor fd;
+    bool direct = false;
+    std::vector<Unit> units;  // model order: embedding, layers, head
+    std::unordered_map<std::string, std::pair<int32_t, size_t>> where;  // name -> unit, place
+    std::vector<Slot> slots;
+    int32_t prefetch = 0;
+    PoolBuffer staging;  // compressed frames, two chunks
+    std::unique_ptr<ZSTD_DCtx, ZstdDCtxFree> dctx;
+
+    mutable std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<int32_t> queue;
+    std::deque<std::string> read_log;
+    uint64_t clock = 0;
+    bool stop = false;
+    WeightStreamStats stats;
+    std::thread reader;
+
+    Impl(const ModelSource& src, MemoryPool& pool, const std::vector<std::string>& names,
+         const WeightStreamOptions& options);
+    ~Impl() {
+        {
+            std::lock_guard lock(mutex);
+            stop = true;
+        }
+        cv.notify_all();
+        if (reader.joinable()) reader.join();
+    }
+
+    void open_file();
+    void layout(Unit& u) const;
+    void plan(const WeightStreamOptions& options, MemoryPool& pool);
+    void read_unit(Unit& u, uint8_t* base);
+    void read_range(const SourceTensor& t, uint64_t offset, uint64_t bytes, uint8_t* dst);
+    void decompress(const SourceTensor& t, const uint8_t* src, size_t f0, size_t f1, uint64_t raw0,
+                    uint8_t* region);
+    void reader_loop();
+    int32_t pick_slot(bool demand) const;
+    void request_ahead(int32_t u);
+    uint8_t* acquire(int32_t u);
+    void release(int32_t u);
+    void units_of_node(const Graph& graph, int32_t node, std::vector<int32_t>& out) const;
+};
+
+WeightStreamer::Impl::Impl(const ModelSource& src, MemoryPool& pool,
+                           const std::vector<std::string>& names,
+                           const WeightStreamOptions& options)
+    : source(src), path(src.path().string()) {
+    // Units in model order: embedding (-1), layers ascending, head (-2 last).
+    std::vector<const SourceTensor*> tensors;
+    for (const std::string& n : names) {
+        const SourceTensor* t = src.find_tensor(n);
+        if (t == nullptr) throw Error(DWELL_ERR_INTERNAL, path + ": no tensor '" + n + "'");
+        tensors.push_back(t);
+    }
+    const auto rank = [](int32_t layer) {
+        return layer == -1 ? int64_t{-1} : layer == -2 ? int64_t{1} << 40 : int64_t{layer};
+    };
+    std::stable_sort(tensors.begin(), tensors.end(), [&](const auto* a, const auto* b) {
+        return rank(layer_of(a->name)) < rank(layer_of(b->name));
+    });
+    for (const SourceTensor* t : tensors) {
+        const int32_t layer = layer_of(t->name);
+        if (units.empty() || units.back().layer != layer) {
+            Unit u;
+            u.layer = layer;
+            u.name = layer == -1   ? "embedding"
+                     : layer == -2 ? "head"
+                                   : "layer " + std::to_string(layer);
+            units.push_back(std::move(u));
+        }
+        units.back().places.push_back({t});
+    }
+    for (size_t i = 0; i < units.size(); ++i) {
+        layout(units[i]);
+        for (size_t p = 0; p < units[i].places.size(); ++p)
+            where[units[i].places[p].tensor->name] = {static_cast<int32_t>(i), p};
+    }
+    open_file();
+    plan(options, pool);
+    if (!slots.empty()) reader = std::thread([this] { reader_loop(); });
+}
+
+void WeightStreamer::Impl::open_file() {
+    int f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    direct = f >= 0;
+    if (f < 0) f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // e.g. tmpfs refuses O_DIRECT
+    if (f < 0) throw_io(path, "cannot open for streaming", errno);
+    fd = FileDescriptor(f);
+}
+
+// Each tensor gets a region aligned for direct I/O. A raw tensor is read
+// with the file's alignment, so its data starts `offset % 4096` into its
+// region; a compressed one is decompressed to the region's start.
+void WeightStreamer::Impl::layout(Unit& u) const {
+    uint64_t at = 0;
+    for (Place& p : u.places) {
+        const SourceTensor& t = *p.tensor;
+        p.region = at;
+        if (t.stored.frame_sizes.empty()) {
+            const uint64_t lead = t.stored.offset % kIoAlign;
+            p.data = at + lead;
+            at += align_up(lead + t.size, kIoAlign);
+        } else {
+            p.data = at;
+            at += align_up(t.size, kIoAlign);
+        }
+        u.raw += t.size;
+    }
+    u.bytes = at;
+}
+
+void WeightStreamer::Impl::plan(const WeightStreamOptions& options, MemoryPool& pool) {
+    const auto mib = [](uint64_t b) { return format_bytes(b); };
+    // Compressed frames pass through a staging buffer of a few MiB, which
+    // the weight budget includes.
+    uint64_t frame_max = 0, stored_max = 0;
+    for (const Unit& u : units) {
+        for (const Place& p : u.places) {
+            if (p.tensor->stored.frame_sizes.empty()) continue;
+            stored_max = std::max(stored_max, p.tensor->stored.bytes);
+            for (const uint64_t f : p.tensor->stored.frame_sizes)
+                frame_max = std::max(frame_max, f);
+        }
+    }
+    if (frame_max > 0) {
+        // Two halves: one being read while the other is decompressed. A
+        // chunk is whole frames of one tensor, up to kStageChunk bytes.
+        const uint64_t chunk = std::max(frame_max, std::min(kStageChunk, stored_max));
+        staging = pool.allocate(2 * align_up(chunk + 2 * kIoAlign, kIoAlign),
+                                "compressed-weight staging for " + path, MemoryUse::Weights);
+    }
+    const std::string staged =
+        staging ? " after " + mib(staging.size()) + " of decompression staging" : "";
+    const uint64_t budget =
+        options.budget_bytes > staging.size() ? options.budget_bytes - staging.size() : 1;
+    uint64_t pinned = 0;
+    if (options.pin_all) {
+        for (Unit& u : units) u.pinned = true;
+    } else {
+        if (options.budget_bytes == 0) {
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        path +
+                            ": streaming weights needs a weight budget: set [memory] "
+                            "weight_budget_mb in the manifest or --weight-budget");
+        }
+        int32_t max_layer = -1;
+        for (const Unit& u : units) max_layer = std::max(max_layer, u.layer);
+        for (const int32_t l : options.pin_layers) {
+            auto it = std::find_if(units.begin(), units.end(),
+                                   [&](const Unit& u) { return u.layer == l; });
+            if (it == units.end()) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                            path + ": [memory] pin_layers names layer " + std::to_string(l) +
+                                " but the model's layers are 0-" + std::to_string(max_layer));
+            }
+            if (!it->pinned) pinned += it->bytes;
+            it->pinned = true;
+        }
+        const auto largest_unpinned = [&]() -> const Unit* {
+            const Unit* m = nullptr;
+            for (const Unit& u : units)
+                if (!u.pinned && (m == nullptr || u.bytes > m->bytes)) m = &u;
+            return m;
+        };
+        const Unit* big = largest_unpinned();
+        if (big != nullptr && budget < big->bytes) {
+            throw Error(
+                DWELL_ERR_OUT_OF_MEMORY,
+                path + ": the weight budget " + mib(options.budget_bytes) + staged +
+                    " is smaller than one layer (" + big->name + " needs " + mib(big->bytes) +
+                    "); raise --weight-budget / [memory] "
+                    "weight_budget_mb to at least " +
+                    std::to_string((big->bytes + staging.size() + (1 << 20) - 1) >> 20) + " MiB");
+        }
+        if (big != nullptr && pinned + big->bytes > budget) {
+            throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                        path + ": the pinned layers take " + mib(pinned) + " of the " +
+                            mib(options.budget_bytes) + " weight budget, leaving less than one " +
+                            "layer (" + big->name + " needs " + mib(big->bytes) +
+                            "); pin fewer layers or raise the budget");
+        }
+        // Slots for the computing unit and the read-ahead; then pin what
+        // else fits, largest first (each pinned byte is a byte not read
+        // per token), re-sizing the slots as the largest unpinned unit shrinks.
+        const auto n_unpinned = [&] {
+            return static_cast<uint64_t>(
+                std::count_if(units.begin(), units.end(), [](const Unit& u) { return !u.pinned; }));
+        };
+        const auto wanted = static_cast<uint64_t>(options.prefetch) + 1;
+        uint64_t n_slots = 0;
+        for (;;) {
+            big = largest_unpinned();
+            if (big == nullptr) {
+                n_slots = 0;
+                break;
+            }
+            // Without auto-pinning the whole rest of the budget is slots,
+            // kept by least recent use.
+            n_slots = std::min({options.pin_auto ? wanted : n_unpinned(), n_unpinned(),
+                                (budget - pinned) / big->bytes});
+            if (!options.pin_auto) break;
+            const uint64_t spare = budget - pinned - n_slots * big->bytes;
+            Unit* pick = nullptr;
+            for (Unit& u : units) {
+                if (u.pinned || u.bytes > spare) continue;
+                // Pinning the largest unit shrinks the slots: count that in.
+                const bool shrinks = &u == big;
+                if (shrinks || n_unpinned() > n_slots) {
+                    if (pick == nullptr || u.bytes > pick->bytes) pick = &u;
+                }
+            }
+            if (pick == nullptr) break;
+            pick->pinned = true;
+            pinned += pick->bytes;
+        }
+        if (big != nullptr) {
+            slots.resize(n_slots);
+            for (auto& s : slots) {
+                s.buf = pool.allocate(big->bytes, "a streamed-weight slot of " + path,
+                                      MemoryUse::Weights);
+            }
+            prefetch = std::min(static_cast<int32_t>(n_slots) - 1, options.prefetch);
+            if (prefetch < options.prefetch) {
+                spdlog::warn(
+                    "{}: the weight budget {} holds {} slot(s) of {}: reading {} layer(s) "
+                    "ahead instead of {}",
+                    path, mib(options.budget_bytes), n_slots, mib(big->bytes), prefetch,
+                    options.prefetch);
+            }
+        }
+    }
+    // Pinned units: read now, for good.
+    uint64_t pinned_total = 0;
+    for (const Unit& u : units)
+        if (u.pinned) pinned_total += u.raw;
+    const auto report = [&](uint64_t done_bytes) {
+        if (options.progress)
+            options.progress("loading weights", static_cast<int64_t>(done_bytes >> 20),
+                             static_cast<int64_t>(pinned_total >> 20));
+    };
+    report(0);
+    uint64_t done = 0;
+    for (Unit& u : units) {
+        if (!u.pinned) continue;
+        u.own = pool.allocate(u.bytes, "the pinned weights (" + u.name + ") of " + path,
+                              MemoryUse::Weights);
+        read_unit(u, static_cast<uint8_t*>(u.own.data()));
+        if (!u.error.empty()) throw Error(u.error_code, u.error);
+        u.state = State::Resident;
+        done += u.raw;
+        report(done);
+    }
+    if (slots.empty()) {
+        staging = PoolBuffer();  // nothing is read after this
+        dctx.reset();
+    }
+
+    for (const Unit& u : units) {
+        if (u.pinned) {
+            ++stats.pinned_units;
+            stats.pinned_bytes += u.bytes;
+        } else {
+            stats.streamed_bytes += u.raw;
+        }
+    }
+    stats.units = static_cast<int32_t>(units.size());
+    stats.slots = static_cast<int32_t>(slots.size());
+    stats.prefetch = std::max(prefetch, 0);
+    stats.direct_io = direct;
+    stats.resident_bytes = stats.pinned_bytes;
+    for (const Slot& s : slots) stats.resident_bytes += s.buf.size();
+    stats.resident_bytes += staging.size();
+}
+
+void WeightStreamer::Impl::read_range(const SourceTensor& t, uint64_t offset, uint64_t bytes,
+                                      uint8_t* dst) {
+    const uint64_t lead = offset % kIoAlign;
+    const uint64_t start = offset - lead;
+    const uint64_t want = lead + bytes;
+    const uint64_t total = align_up(want, kIoAlign);
+    uint64_t done = 0;
+    while (done < want) {
+        const ssize_t n =
+            ::pread(fd.get(), dst + done, total - done, static_cast<off_t>(start + done));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (direct && errno == EINVAL) {
+                // The file system takes O_DIRECT at open but not for this
+                // read: go on through the page cache, dropping what we read.
+                FileDescriptor plain(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+                if (plain.get() < 0) throw_io(path, "cannot reopen for streaming", errno);
+                fd = std::move(plain);
+                direct = false;
+                continue;
+            }
+            throw_io(path, "reading tensor '" + t.name + "'", errno);
+        }
+        if (n == 0) {
+            throw Error(DWELL_ERR_CORRUPT,
+                        path + ": tensor '" + t.name + "' [offset " + std::to_string(offset) +
+                            ", " + std::to_string(bytes) +
+                            " bytes] is cut short: the file ends at byte " +
+                            std::to_string(start + done) +
+                            " (was it truncated or replaced while the model was loaded?)");
+        }
+        done += static_cast<uint64_t>(n);
+    }
+    if (!direct)
+        ::posix_fadvise(fd.get(), static_cast<off_t>(start), static_cast<off_t>(done),
+                        POSIX_FADV_DONTNEED);
+    std::lock_guard lock(mutex);
+    stats.bytes_read += done;
+}
+
+// Decompresses frames [f0, f1) of `t`, which start at `src`, into its
+// region at raw byte `raw0`.
+void WeightStreamer::Impl::decompress(const SourceTensor& t, const uint8_t* src, size_t f0,
+                                      size_t f1, uint64_t raw0, uint8_t* region) {
+    if (!dctx) {
+        dctx.reset(ZSTD_createDCtx());
+        if (!dctx) throw Error(DWELL_ERR_OUT_OF_MEMORY, path + ": cannot create a zstd context");
+    }
+    const auto& frames = t.stored.frame_sizes;
+    uint64_t raw = raw0;
+    for (size_t i = f0; i < f1; ++i) {
+        const uint64_t expect = std::min(t.stored.frame_raw, t.size - raw);
+        const size_t n = ZSTD_decompressDCtx(dctx.get(), region + raw, expect, src, frames[i]);
+        if (ZSTD_isError(n) || n != expect) {
+            throw Error(DWELL_ERR_CORRUPT,
+                        path + ": tensor '" + t.name + "': zstd frame " + std::to_string(i + 1) +
+                            " of " + std::to_string(frames.size()) + " does not decompress" +
+                            (ZSTD_isError(n) ? std::string(": ") + ZSTD_getErrorName(n)
+                                             : " to " + std::to_string(expect) + " bytes"));
+        }
+        src += frames[i];
+        raw += expect;
+    }
+    std::lock_guard lock(mutex);
+    stats.bytes_decompressed += raw - raw0;
+}
+
+// Reads every tensor of `u` into `base`; a failure is left in u.error.
+// Raw tensors are read straight into their regions; compressed ones in
+// chunks of whole frames, each read by an I/O thread into one half of the
+// staging buffer while this thread decompresses the chunk before it.
+void WeightStreamer::Impl::read_unit(Unit& u, uint8_t* base) {
+    struct Job {
+        Place* place;
+        uint64_t offset, bytes;
+        size_t f0 = 0, f1 = 0;  // frames, for a compressed chunk
+        uint64_t raw0 = 0;
+        int64_t chunk = -1;  // index among the compressed chunks; -1: raw
+    };
+    try {
+        std::vector<Job> jobs;
+        int64_t chunks = 0;
+        for (Place& p : u.places) {
+            const SourceTensor& t = *p.tensor;
+            const auto& frames = t.stored.frame_sizes;
+            if (frames.empty()) {
+                jobs.push_back({&p, t.stored.offset, t.size});
+                continue;
+            }
+            uint64_t at = t.stored.offset, raw = 0;
+            for (size_t i = 0; i < frames.size();) {
+                Job j{&p, at, 0, i, i, raw, chunks++};
+                while (j.f1 < frames.size() &&
+                       (j.f1 == i || j.bytes + frames[j.f1] <= kStageChunk)) {
+                    j.bytes += frames[j.f1];
+                    raw += std::min(t.stored.frame_raw, t.size - raw);
+                    ++j.f1;
+                }
+                at += j.bytes;
+                i = j.f1;
+                jobs.push_back(j);
+            }
+        }
+        const size_t half = staging.size() / 2;
+        const auto stage = [&](int64_t chunk) {
+            return static_cast<uint8_t*>(staging.data()) + static_cast<size_t>(chunk % 2) * half;
+        };
+
+        std::mutex m;
+        std::condition_variable cv;
+        size_t n_read = 0;       // jobs read
+        int64_t n_unpacked = 0;  // chunks decompressed
+        bool abort = false;
+        std::exception_ptr io_error;
+        const auto io = [&] {
+            try {
+                for (const Job& j : jobs) {
+                    uint8_t* dst = base + j.place->region;
+                    if (j.chunk >= 0) {
+                        std::unique_lock lock(m);
+                        cv.wait(lock, [&] { return abort || j.chunk < n_unpacked + 2; });
+                        if (abort) return;
+                        dst = stage(j.chunk);
+                    }
+                    const auto t0 = Clock::now();
+                    read_range(*j.place->tensor, j.offset, j.bytes, dst);
+                    const double s = seconds_since(t0);
+                    {
+                        std::lock_guard lock(mutex);
+                        stats.read_seconds += s;
+                    }
+                    std::lock_guard lock(m);
+                    ++n_read;
+                    cv.notify_all();
+                }
+            } catch (...) {
+                std::lock_guard lock(m);
+                io_error = std::current_exception();
+                cv.notify_all();
+            }
+        };
+        if (chunks == 0) {
+            io();
+        } else {
+            std::thread reader_io(io);
+            try {
+                for (size_t k = 0; k < jobs.size(); ++k) {
+                    const Job& j = jobs[k];
+                    {
+                        std::unique_lock lock(m);
+                        cv.wait(lock, [&] { return io_error || n_read > k; });
+                        if (io_error) break;
+                    }
+                    if (j.chunk < 0) continue;
+                    const auto t0 = Clock::now();
+                    decompress(*j.place->tensor, stage(j.chunk) + j.offset % kIoAlign, j.f0, j.f1,
+                               j.raw0, base + j.place->region);
+                    const double s = seconds_since(t0);
+                    {
+                        std::lock_guard lock(mutex);
+                        stats.decompress_seconds += s;
+                    }
+                    std::lock_guard lock(m);
+                    ++n_unpacked;
+                    cv.notify_all();
+                }
+            } catch (...) {
+                {
+                    std::lock_guard lock(m);
+                    abort = true;
+                    cv.notify_all();
+                }
+                reader_io.join();
+                throw;
+            }
+            reader_io.join();
+        }
+        if (io_error) std::rethrow_exception(io_error);
+        for (Place& p : u.places) {
+            const SourceTensor& t = *p.tensor;
+            if (p.verified || !t.stored.xxh3) continue;
+            if (XXH3_64bits(base + p.data, t.size) != *t.stored.xxh3) {
+                throw Error(DWELL_ERR_CORRUPT, path + ": tensor '" + t.name +
+                                                   "': checksum mismatch while streaming: the "
+                                                   "file is corrupt");
+            }
+            p.verified = true;
+        }
+    } catch (const Error& e) {
+        u.error = e.what();
+        u.error_code = e.status();
+    } catch (const std::exception& e) {
+        u.error = path + ": reading " + u.name + ": " + e.what();
+        u.error_code = DWELL_ERR_IO;
+    }
+}
+
+int32_t WeightStreamer::Impl::pick_slot(bool demand) const {
+    int32_t best = -1;
+    bool best_pending = true;
+    for (size_t s = 0; s < slots.size(); ++s) {
+        const int32_t owner = slots[s].unit;
+        if (owner < 0) return static_cast<int32_t>(s);
+        const Unit& o = units[static_cast<size_t>(owner)];
+        if (o.refs > 0 || o.state != State::Resident) continue;
+        if (o.pending && !demand) continue;
+        // Least recently computed first; read-ahead not yet used last.
+        if (best < 0 || (best_pending && !o.pending) ||
+            (best_pending == o.pending &&
+             o.last_used <
+                 units[static_cast<size_t>(slots[static_cast<size_t>(best)].unit)].last_used)) {
+            best = static_cast<int32_t>(s);
+            best_pending = o.pending;
+        }
+    }
+    return best;
+}
+
+void WeightStreamer::Impl::reader_loop() {
+    std::unique_lock lock(mutex);
+    for (;;) {
+        cv.wait(lock, [&] { return stop || !queue.empty(); });
+        if (stop) return;
+        const int32_t id = queue.front();
+        Unit& u = units[static_cast<size_t>(id)];
+        int32_t s = pick_slot(u.demand);
+        if (s < 0 && !u.demand) {
+            // No slot to spare for read-ahead: the unit is read on demand.
+            queue.pop_front();
+            u.state = State::Absent;
+            continue;
+        }
+        if (s < 0) {
+            cv.wait(lock, [&] {
+                return stop || queue.empty() || queue.front() != id || pick_slot(true) >= 0;
+            });
+            continue;  // re-examine the queue's front
+        }
+        queue.pop_front();
+        Slot& slot = slots[static_cast<size_t>(s)];
+        if (slot.unit >= 0) {
+            Unit& old = units[static_cast<size_t>(slot.unit)];
+            old.state = State::Absent;
+            old.slot = -1;
+            old.pending = false;
+        }
+        slot.unit = id;
+        u.slot = s;
+        u.state = State::Loading;
+        const bool demand = u.demand;
+        lock.unlock();
+        read_unit(u, static_cast<uint8_t*>(slot.buf.data()));
+        lock.lock();
+        ++stats.unit_reads;
+        if (read_log.size() == kReadLogMax) read_log.pop_front();
+        read_log.push_back(u.name);
+        if (u.error.empty()) {
+            u.state = State::Resident;
+            u.pending = !demand;
+            u.last_used = ++clock;
+        } else {
+            u.state = State::Absent;
+            u.slot = -1;
+            slot.unit = -1;
+        }
+        u.demand = false;
+        cv.notify_all();
+    }
+}
+
+// Queues the next `prefetch` unpinned units after u, in model order and
+// round the end (the next token starts at the first).
+void WeightStreamer::Impl::request_ahead(int32_t u) {
+    const auto n = static_cast<int32_t>(units.size());
+    int32_t queued = 0;
+    for (int32_t k = 1; k < n && queued < prefetch; ++k) {
+        Unit& v = units[static_cast<size_t>((u + k) % n)];
+        if (v.pinned) continue;
+        ++queued;
+        if (v.state == State::Absent && v.error.empty()) {
+            v.state = State::Queued;
+            queue.push_back((u + k) % n);
+        }
+    }
+    cv.notify_all();
+}
+
+uint8_t* WeightStreamer::Impl::acquire(int32_t id) {
+    std::unique_lock lock(mutex);
+    Unit& u = units[static_cast<size_t>(id)];
+    ++stats.acquires;
+    if (u.pinned) return static_cast<uint8_t*>(u.own.data());
+    const auto t0 = Clock::now();
+    if (u.state == State::Absent && u.error.empty()) {
+        u.state = State::Queued;
+        u.demand = true;
+        queue.push_front(id);
+        ++stats.demand_reads;
+        cv.notify_all();
+    } else if (u.state == State::Queued && !u.demand) {
+        u.demand = true;
+        queue.erase(std::find(queue.begin(), queue.end(), id));
+        queue.push_front(id);
+        ++stats.demand_reads;
+        cv.notify_all();
+    }
+    cv.wait(lock, [&] { return u.state == State::Resident || !u.error.empty(); });
+    if (!u.error.empty()) {
+        const std::string what = std::move(u.error);
+        u.error.clear();
+        throw Error(u.error_code, what);
+    }
+    ++u.refs;
+    u.pending = false;
+    u.last_used = ++clock;
+    stats.wait_seconds += seconds_since(t0);
+    request_ahead(id);
+    return static_cast<uint8_t*>(slots[static_cast<size_t>(u.slot)].buf.data());
+}
+
+void WeightStreamer::Impl::release(int32_t id) {
+    std::lock_guard lock(mutex);
+    Unit& u = units[static_cast<size_t>(id)];
+    if (u.pinned) return;
+    --u.refs;
+    u.last_used = ++clock;
+    cv.notify_all();
+}
+
+void WeightStreamer::Impl::units_of_node(const Graph& graph, int32_t node,
+                                         std::vector<int32_t>& out) const {
+    out.clear();
+    const dwell_node& n = graph.nodes[static_cast<size_t>(node)];
+    for (int32_t i = 0; i < n.n_inputs; ++i) {
+        const int32_t id = n.inputs[i];
+        if (id < 0 || static_cast<size_t>(id) >= graph.slots.size()) continue;
+        const TensorSlot& s = graph.slots[static_cast<size_t>(graph.storage_of(id))];
+        if (s.role != TensorRole::Weight || s.tensor.name == nullptr) continue;
+        auto it = where.find(s.tensor.name);
+        if (it == where.end()) continue;
+        if (std::find(out.begin(), out.end(), it->second.first) == out.end())
+            out.push_back(it->second.first);
+    }
+}
+
+WeightStreamer::WeightStreamer(const ModelSource& source, const std::vector<std::string>& names,
+                               const WeightStreamOptions& options, MemoryPool& pool)
+    : impl_(std::make_unique<Impl>(source, pool, names, options)) {}
+
+WeightStreamer::~WeightStreamer() = default;
+
+void WeightStreamer::run(const Graph& graph, const dwell_graph& cg, int32_t first, int32_t end,
+                         const std::function<void(int32_t, int32_t)>& compute) {
+    Impl& m = *impl_;
+    std::vector<int32_t> seg, node_units;
+    int32_t a = first;
+    while (a < end) {
+        m.units_of_node(graph, a, seg);
+        int32_t b = a + 1;
+        for (; b < end; ++b) {
+            m.units_of_node(graph, b, node_units);
+            const bool inside = std::all_of(node_units.begin(), node_units.end(), [&](int32_t u) {
+                return std::find(seg.begin(), seg.end(), u) != seg.end();
+            });
+            if (inside) continue;
+            if (!seg.empty()) break;
+            seg = node_units;
+        }
+        // Held for the segment; given back however it ends.
+        struct Leases {
+            Impl& m;
+            std::vector<int32_t> held;
+            ~Leases() {
+                for (const int32_t u : held) m.release(u);
+            }
+        } leases{m, {}};
+        for (const int32_t u : seg) {
+            uint8_t* base = m.acquire(u);
+            leases.held.push_back(u);
+            for (int32_t n = a; n < b; ++n) {
+                const dwell_node& node = graph.nodes[static_cast<size_t>(n)];
+                for (int32_t i = 0; i < node.n_inputs; ++i) {
+                    const int32_t id = graph.storage_of(node.inputs[i]);
+                    const TensorSlot& s = graph.slots[static_cast<size_t>(id)];
+                    if (s.role != TensorRole::Weight || s.tensor.name == nullptr) continue;
+                    auto it = m.where.find(s.tensor.name);
+                    if (it == m.where.end() || it->second.first != u) continue;
+                    dwell_graph_tensor(&cg, id)->data =
+                        base + m.units[static_cast<size_t>(u)].places[it->second.second].data;
+                }
+            }
+        }
+        const auto t0 = Clock::now();
+        compute(a, b);
+        const double s = seconds_since(t0);
+        {
+            std::lock_guard lock(m.mutex);
+            m.stats.compute_seconds += s;
+        }
+        a = b;
+    }
+}
+
+bool WeightStreamer::holds(const std::string& name) const {
+    return impl_->where.count(name) != 0;
+}
+
+std::vector<std::string> WeightStreamer::read_log() const {
+    std::lock_guard lock(impl_->mutex);
+    return {impl_->read_log.begin(), impl_->read_log.end()};
+}
+
+std::vector<std::string> WeightStreamer::unit_names() const {
+    std::vector<std::string> out;
+    for (const auto& u : impl_->units) out.push_back(u.name);
+    return out;
+}
+
+WeightStreamStats WeightStreamer::stats() const {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->stats;
+}
+
+std::string WeightStreamer::describe() const {
+    const WeightStreamStats s = stats();
+    if (s.slots == 0) {
+        return "weights: " + std::to_string(s.units) + " units read into memory (" +
+               format_bytes(s.pinned_bytes) + ")";
+    }
+    return "weights: streamed, " + std::to_string(s.pinned_units) + " of " +
+           std::to_string(s.units) + " units pinned (" + format_bytes(s.pinned_bytes) + "), " +
+           std::to_string(s.slots) + " slots of " +
+           format_bytes((s.resident_bytes - s.pinned_bytes) / std::max(s.slots, 1)) + ", reading " +
+           std::to_string(s.prefetch) + " ahead, " + format_bytes(s.streamed_bytes) +
+           " read per pass" + (s.direct_io ? " (O_DIRECT)" : " (page cache dropped after reads)");
+}
+
+}  // namespace dwell

@@ -1,0 +1,205 @@
+#include "dwell/core/text/bpe_pre_tokenizer.hpp"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <array>
+#include <utility>
+
+#include "dwell/core/text/bpe_byte_map.hpp"
+#include "dwell/core/base/error.hpp"
+
+namespace dwell::bpe {
+namespace {
+
+struct PreName {
+    std::string_view name;
+    PreTokenizerKind kind;
+};
+
+// tokenizer.ggml.pre values of GGUF files whose pre-tokenizer is one of our
+// two patterns and whose encoding needs nothing else.
+constexpr std::array<PreName, 10> kPreNames = {{
+    {"gpt-2", PreTokenizerKind::gpt2},
+    {"phi-2", PreTokenizerKind::gpt2},
+    {"roberta-bpe", PreTokenizerKind::gpt2},
+    {"mpt", PreTokenizerKind::gpt2},
+    {"olmo", PreTokenizerKind::gpt2},
+    {"jais", PreTokenizerKind::gpt2},
+    {"qwen2", PreTokenizerKind::qwen2},
+    {"deepseek-r1-qwen", PreTokenizerKind::qwen2},
+    {"stablelm2", PreTokenizerKind::qwen2},
+    {"megrez", PreTokenizerKind::qwen2},
+}};
+
+// Unicode's White_Space property, as a class body: what \s means above.
+#define DWELL_BPE_SPACE                                                                         \
+    "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}" \
+    "\\x{205F}\\x{3000}"
+
+constexpr const char* kGpt2Pattern =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" DWELL_BPE_SPACE
+    "\\p{L}\\p{N}]+|[" DWELL_BPE_SPACE "]+(?![^" DWELL_BPE_SPACE "])|[" DWELL_BPE_SPACE "]+";
+
+constexpr const char* kQwen2Pattern =
+    "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
+    "| ?[^" DWELL_BPE_SPACE "\\p{L}\\p{N}]+[\\r\\n]*|[" DWELL_BPE_SPACE
+    "]*[\\r\\n]+|[" DWELL_BPE_SPACE "]+(?![^" DWELL_BPE_SPACE "])|[" DWELL_BPE_SPACE "]+";
+
+#undef DWELL_BPE_SPACE
+
+constexpr uint32_t kReplacement = 0xFFFD;
+
+// `text` as the code points a lenient reader takes from it, re-encoded:
+// lead bytes are trusted for the length, continuation bytes only checked
+// for their top bits. Surrogates stay as they were read (three bytes each)
+// but PCRE2 refuses them, so `match` holds U+FFFD in their place, which has
+// the same length and the same standing in the patterns (neither letter,
+// digit nor space). `match` is empty when it would equal `text`.
+void read_leniently(std::string_view in, std::string& text, std::string& match) {
+    text.clear();
+    match.clear();
+    text.reserve(in.size());
+    bool has_surrogate = false;
+    size_t pos = 0;
+    while (pos < in.size()) {
+        const auto b0 = static_cast<uint8_t>(in[pos]);
+        size_t need = 0;
+        uint32_t cp = 0;
+        if (b0 < 0x80) {
+            need = 1;
+            cp = b0;
+        } else if (b0 >= 0xC0 && b0 < 0xE0) {
+            need = 2;
+            cp = b0 & 0x1Fu;
+        } else if (b0 >= 0xE0 && b0 < 0xF0) {
+            need = 3;
+            cp = b0 & 0x0Fu;
+        } else if (b0 >= 0xF0 && b0 < 0xF8) {
+            need = 4;
+            cp = b0 & 0x07u;
+        }
+        bool ok = need > 0 && in.size() - pos >= need;
+        for (size_t i = 1; ok && i < need; ++i) {
+            const auto b = static_cast<uint8_t>(in[pos + i]);
+            ok = (b & 0xC0) == 0x80;
+            cp = (cp << 6) | (b & 0x3Fu);
+        }
+        if (!ok) {
+            cp = kReplacement;
+            need = 1;
+        }
+        // Past U+10FFFF there is no character to write (llama.cpp fails on
+        // such input); it reads as U+FFFD here.
+        if (cp > 0x10FFFF) cp = kReplacement;
+        has_surrogate = has_surrogate || (cp >= 0xD800 && cp <= 0xDFFF);
+        append_utf8(cp, text);
+        pos += need;
+    }
+    if (!has_surrogate) return;
+    match = text;
+    for (size_t i = 0; i + 2 < match.size(); ++i) {
+        if (static_cast<uint8_t>(match[i]) == 0xED && static_cast<uint8_t>(match[i + 1]) >= 0xA0) {
+            match.replace(i, 3, "\xEF\xBF\xBD");
+            i += 2;
+        }
+    }
+}
+
+}  // namespace
+
+std::optional<PreTokenizerKind> pre_tokenizer_kind(std::string_view pre) {
+    for (const PreName& p : kPreNames) {
+        if (p.name == pre) return p.kind;
+    }
+    return std::nullopt;
+}
+
+std::string supported_pre_tokenizers() {
+    std::string out;
+    for (const PreName& p : kPreNames) {
+        if (!out.empty()) out += ", ";
+        out += '\'';
+        out += p.name;
+        out += '\'';
+    }
+    return out;
+}
+
+struct PreTokenizer::Pattern {
+    struct CodeDeleter {
+        void operator()(pcre2_code* c) const { pcre2_code_free(c); }
+    };
+    std::unique_ptr<pcre2_code, CodeDeleter> code;
+};
+
+PreTokenizer::PreTokenizer(PreTokenizerKind kind) : pattern_(std::make_unique<Pattern>()) {
+    const char* source = kind == PreTokenizerKind::gpt2 ? kGpt2Pattern : kQwen2Pattern;
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    pattern_->code.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source), PCRE2_ZERO_TERMINATED,
+                                       PCRE2_UTF, &error, &offset, nullptr));
+    if (!pattern_->code) {
+        std::array<PCRE2_UCHAR, 256> message{};
+        pcre2_get_error_message(error, message.data(), message.size());
+        throw Error(DWELL_ERR_INTERNAL,
+                    "the BPE pre-tokenizer pattern does not compile at offset " +
+                        std::to_string(offset) + ": " +
+                        reinterpret_cast<const char*>(message.data()));
+    }
+    // Without a JIT (an unsupported CPU, or a build without it) the
+    // interpreter gives the same matches, only slower.
+    pcre2_jit_compile(pattern_->code.get(), PCRE2_JIT_COMPLETE);
+}
+
+PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
+PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
+PreTokenizer::~PreTokenizer() = default;
+
+void PreTokenizer::split(std::string_view in,
+                         const std::function<void(std::string_view)>& on_word) const {
+    std::string text;
+    std::string match;
+    read_leniently(in, text, match);
+    const std::string& subject = match.empty() ? text : match;
+    const std::string_view words = text;
+
+    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
+        pcre2_match_data_create_from_pattern(pattern_->code.get(), nullptr),
+        &pcre2_match_data_free);
+    if (!data) throw Error(DWELL_ERR_OUT_OF_MEMORY, "BPE pre-tokenizer: out of memory");
+
+    size_t pos = 0;
+    while (pos < subject.size()) {
+        const int rc =
+            pcre2_match(pattern_->code.get(), reinterpret_cast<PCRE2_SPTR>(subject.data()),
+                        subject.size(), pos, PCRE2_NO_UTF_CHECK, data.get(), nullptr);
+        if (rc == PCRE2_ERROR_NOMATCH) {
+            on_word(words.substr(pos));
+            return;
+        }
+        if (rc < 0) {
+            std::array<PCRE2_UCHAR, 256> message{};
+            pcre2_get_error_message(rc, message.data(), message.size());
+            throw Error(DWELL_ERR_INTERNAL, std::string("BPE pre-tokenizer: matching failed: ") +
+                                                reinterpret_cast<const char*>(message.data()));
+        }
+        const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data.get());
+        const size_t start = ovector[0];
+        size_t end = ovector[1];
+        // Text the pattern skips over is a word of its own (none of ours
+        // skips any: every character is a letter, digit, space or other).
+        if (start > pos) on_word(words.substr(pos, start - pos));
+        if (end == start) {
+            // No pattern here matches empty text; should one, step over a
+            // character so the loop ends.
+            end = start + 1;
+            while (end < subject.size() && (static_cast<uint8_t>(subject[end]) & 0xC0) == 0x80)
+                ++end;
+        }
+        on_word(words.substr(start, end - start));
+        pos = end;
+    }
+}
+
+}  // namespace dwell::bpe

@@ -1,0 +1,96 @@
+#include "dwell/core/text/chat_prompt.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "dwell/core/base/error.hpp"
+#include "dwell/core/text/tokenizer.hpp"
+
+namespace dwell {
+
+ChatPrompt::ChatPrompt(const Tokenizer& tokenizer, ChatTemplate chat_template)
+    : tokenizer_(tokenizer), template_(std::move(chat_template)) {
+    std::unordered_map<std::string, int32_t> wanted;
+    for (const std::string& s : template_.special_tokens()) wanted.emplace(s, -1);
+    for (const std::string& s : template_.stop_strings()) wanted.emplace(s, -1);
+    for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id) {
+        const auto it = wanted.find(std::string(tokenizer_.piece(id)));
+        if (it != wanted.end() && it->second < 0) it->second = id;
+    }
+    for (const std::string& s : template_.special_tokens()) {
+        if (const int32_t id = wanted.at(s); id >= 0) specials_.emplace_back(s, id);
+    }
+    std::sort(specials_.begin(), specials_.end(),
+              [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    for (const std::string& s : template_.stop_strings()) {
+        if (const int32_t id = wanted.at(s); id >= 0) stop_tokens_.push_back(id);
+    }
+}
+
+std::optional<ChatPrompt::ControlText> ChatPrompt::find_control_text(
+    const std::vector<ChatMessage>& messages) const {
+    // A message holding the template's control text would open or close
+    // turns of its own (a forged system turn): refused, not escaped, so the
+    // conversation means what it says. Plain-text control texts count too:
+    // the model reads "<|im_start|>" as a turn whether it is one token or
+    // several.
+    for (size_t i = 0; i < messages.size(); ++i) {
+        for (const std::string& text : template_.control_texts()) {
+            if (messages[i].content.find(text) != std::string::npos) return ControlText{i, text};
+        }
+    }
+    return std::nullopt;
+}
+
+void ChatPrompt::check_contents(const std::vector<ChatMessage>& messages) const {
+    if (const auto hit = find_control_text(messages))
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "message " + std::to_string(hit->message) + " (" + messages[hit->message].role +
+                        ") contains the chat template's control text '" + hit->text +
+                        "', which may not appear in a message");
+}
+
+std::vector<int32_t> ChatPrompt::encode_text(const std::string& text) const {
+    std::vector<int32_t> out;
+    size_t start = 0;
+    const auto flush = [&](size_t end) {
+        if (end > start) {
+            const auto ids = tokenizer_.encode(text.substr(start, end - start), false);
+            out.insert(out.end(), ids.begin(), ids.end());
+        }
+    };
+    for (size_t i = 0; i < text.size();) {
+        const auto hit = std::find_if(specials_.begin(), specials_.end(), [&](const auto& s) {
+            return text.compare(i, s.first.size(), s.first) == 0;
+        });
+        if (hit == specials_.end()) {
+            ++i;
+            continue;
+        }
+        flush(i);
+        out.push_back(hit->second);
+        i += hit->first.size();
+        start = i;
+    }
+    flush(text.size());
+    return out;
+}
+
+std::vector<int32_t> ChatPrompt::encode(const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt) const {
+    check_contents(messages);
+    // Byte-level BPE vocabularies (Qwen2) say in their metadata whether a
+    // BOS starts the text; their templates open with a special token instead.
+    std::vector<int32_t> out;
+    if (tokenizer_.wants_bos()) {
+        if (tokenizer_.bos() < 0)
+            throw Error(DWELL_ERR_UNSUPPORTED,
+                        "the model's vocabulary has no BOS token; chat prompts need one");
+        out.push_back(tokenizer_.bos());
+    }
+    const auto ids = encode_text(template_.render(messages, add_generation_prompt));
+    out.insert(out.end(), ids.begin(), ids.end());
+    return out;
+}
+
+}  // namespace dwell
