@@ -1,5 +1,5 @@
 // Each family's prompt format, written from its documentation (the sources
-// are cited in tests/core/chat_template_test.cpp next to the expected
+// are cited in tests/core/text/chat_template_test.cpp next to the expected
 // renderings), and the markers that tell the families' Jinja templates apart.
 #include "dwell/core/text/chat_template.hpp"
 
