@@ -1,154 +1,86 @@
-// Entry point of the sample-llama model-architecture plugin: the one
-// exported C symbol (dwell_plugin_query) and the dwell_model_plugin table
-// the host calls through.
+// The sample-llama model-architecture plugin: a Llama-style decoder
+// (RMSNorm, grouped-query attention over the host's KV cache, RoPE, SwiGLU)
+// serving GGUF files whose general.architecture is "sample-llama", built
+// out of tree on the installed SDK's model kit (KIT model in CMakeLists.txt).
 //
-// Rules every model plugin follows, shown here:
-//  - no C++ exception crosses the C boundary: each entry point catches and
-//    turns the failure into a status plus a one-line message;
-//  - the plugin owns its dwell_model objects; the host owns the metadata
-//    and builder tables, valid only during the call they are passed to;
-//  - the host serialises calls on one dwell_model, so a model needs no lock.
-#include <cstddef>
-#include <cstdio>
-#include <exception>
+// The kit does what every model plugin must and this file need not repeat:
+// dwell_plugin_query and the dwell_model_plugin table, no exception across
+// the C boundary (each becomes a status and a one-line message), metadata
+// reads with range checks that name the key at fault, the tensor
+// declarations and the decoder's graph. What is left here is what makes
+// the family its own: the rules its files follow, and one block of its
+// graph written out.
+#include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
-#include "dwell/model.h"
-#include "dwell/plugin.h"
-#include "sample_graph.hpp"
-#include "sample_hparams.hpp"
-
-// The opaque handle of model.h, defined by the plugin.
-struct dwell_model {
-    sample_llama::HParams hparams;
-    std::string last_error;  // what last_error() returns after a failed call
-};
+#include "model/model_kit.hpp"
 
 namespace {
 
-constexpr const char* kPluginName = "sample-llama";
-constexpr const char* kArchitectures[] = {sample_llama::kArchitecture};
+namespace kit = dwell::model_kit;
 
-// Runs `body`; an exception becomes a status and the model's last error.
-template <typename Body>
-dwell_status guarded(dwell_model* model, Body&& body) {
-    if (!model) return DWELL_ERR_INVALID_ARGUMENT;
-    try {
-        body();
-        return DWELL_OK;
-    } catch (const std::exception& e) {
-        model->last_error = e.what();
-        return DWELL_ERR_INVALID_ARGUMENT;
-    } catch (...) {
-        model->last_error = "unexpected failure in the sample-llama plugin";
-        return DWELL_ERR_INTERNAL;
+// The kit reads the "<architecture>.*" keys every decoder shares
+// (sample-llama.embedding_length, .block_count, ...); a family then checks
+// what it alone requires, naming the key, and throws to refuse the file.
+kit::TransformerHParams read_hparams(const kit::MetadataReader& meta) {
+    kit::TransformerHParams h = kit::read_transformer_hparams(meta);
+    if (h.head_dim * h.n_head != h.n_embd) {
+        throw std::runtime_error("metadata key " + meta.arch_key("attention.key_length") + " = " +
+                                 std::to_string(h.head_dim) +
+                                 " differs from embedding_length / head_count, which the "
+                                 "sample-llama plugin requires");
     }
-}
-
-dwell_status create(const dwell_metadata* meta, const dwell_host_services* host, dwell_model** out,
-                    char* error, size_t error_size) {
-    // No model exists yet to hold a message: create writes it into the
-    // host's buffer, and the host prefixes it with the file's path.
-    const auto fail = [&](dwell_status status, const char* message) {
-        if (error && error_size) std::snprintf(error, error_size, "%s", message);
-        return status;
-    };
-    if (!meta || !out) return fail(DWELL_ERR_INVALID_ARGUMENT, "create: null argument");
-    try {
-        auto model = std::make_unique<dwell_model>();
-        model->hparams = sample_llama::read_hparams(*meta);
-        if (host && host->log) {
-            const auto& h = model->hparams;
-            const std::string line =
-                std::to_string(h.n_layer) + " layers, " + std::to_string(h.n_head) + " heads (" +
-                std::to_string(h.n_head_kv) + " K/V), embedding " + std::to_string(h.n_embd);
-            host->log(host->host, DWELL_LOG_DEBUG, kPluginName, line.c_str());
-        }
-        *out = model.release();  // the host owns it until it calls destroy()
-        return DWELL_OK;
-    } catch (const std::exception& e) {
-        return fail(DWELL_ERR_CORRUPT, e.what());
-    } catch (...) {
-        return fail(DWELL_ERR_INTERNAL, "unexpected failure in the sample-llama plugin");
+    const std::string scaling = meta.string(meta.arch_key("rope.scaling.type")).value_or("none");
+    if (scaling != "none") {
+        throw std::runtime_error("metadata key " + meta.arch_key("rope.scaling.type") + " = '" +
+                                 scaling + "' is not supported by the sample-llama plugin");
     }
+    return h;
 }
 
-void destroy(dwell_model* model) {
-    const std::unique_ptr<dwell_model> owned(model);
-}
+// The kit's decoder (embedding, layers of attention and feed-forward with
+// residuals, output head) with the feed-forward block written out in graph
+// IR: the place to put a block of your own. Activations are [width, T].
+class SampleDecoder : public kit::DecoderFamily {
+public:
+    explicit SampleDecoder(const kit::TransformerHParams& h)
+        : DecoderFamily(h, {.attention = {.rope_mode = DWELL_ROPE_NORM}}) {}
 
-const char* last_error(dwell_model* model) {
-    return model ? model->last_error.c_str() : "";
-}
-
-dwell_status get_info(dwell_model* model, dwell_model_info* info) {
-    return guarded(model, [&] {
-        // Write only the fields the host's struct has room for.
-        const auto& h = model->hparams;
-        if (DWELL_HAS_FIELD(info, dwell_model_info, n_vocab)) info->n_vocab = h.n_vocab;
-        if (DWELL_HAS_FIELD(info, dwell_model_info, n_ctx_train)) info->n_ctx_train = h.n_ctx_train;
-        if (DWELL_HAS_FIELD(info, dwell_model_info, n_layer)) info->n_layer = h.n_layer;
-        if (DWELL_HAS_FIELD(info, dwell_model_info, kv_width)) info->kv_width = h.kv_width();
-    });
-}
-
-dwell_status declare_tensors(dwell_model* model,
-                             void (*declare)(void* user, const dwell_tensor_decl* decl),
-                             void* user) {
-    return guarded(model, [&] {
-        for (const auto& spec : sample_llama::tensor_specs(model->hparams)) {
-            dwell_tensor_decl d{};
-            d.struct_size = sizeof d;  // tells the host which fields are filled in
-            d.name = spec.name.c_str();
-            d.n_dims = static_cast<int32_t>(spec.ne.size());
-            for (size_t i = 0; i < spec.ne.size() && i < DWELL_MAX_DIMS; ++i) d.ne[i] = spec.ne[i];
-            d.required = spec.required ? 1 : 0;
-            declare(user, &d);  // the host copies what it needs before returning
-        }
-    });
-}
-
-dwell_status build_graph(dwell_model* model, const dwell_graph_builder* builder,
-                         const dwell_batch* batch) {
-    if (!builder || !batch) return DWELL_ERR_INVALID_ARGUMENT;
-    return guarded(model, [&] { sample_llama::build_forward(model->hparams, *builder, *batch); });
-}
-
-const dwell_model_plugin kModelPlugin = {
-    sizeof(dwell_model_plugin),
-    kArchitectures,
-    sizeof kArchitectures / sizeof kArchitectures[0],
-    create,
-    destroy,
-    last_error,
-    get_info,
-    declare_tensors,
-    build_graph,
+protected:
+    // down(SiLU(gate x) * up x), SiLU-times-up as the one SWIGLU op.
+    int32_t feed_forward(const kit::Builder& b, int32_t layer, int32_t x, int64_t) const override {
+        const auto w = [&](const char* what) { return b.weight(kit::layer_tensor(layer, what)); };
+        const int32_t gate = b.op(DWELL_OP_MATMUL, {w("ffn_gate"), x});
+        const int32_t up = b.op(DWELL_OP_MATMUL, {w("ffn_up"), x});
+        return b.op(DWELL_OP_MATMUL, {w("ffn_down"), b.op(DWELL_OP_SWIGLU, {gate, up})});
+    }
+    // The tensors that block reads, with the shapes the host checks against
+    // the file before the first step (ne[0] is the row length).
+    void add_feed_forward_tensors(std::vector<kit::TensorSpec>& t, int32_t layer) const override {
+        const auto& h = hparams();
+        t.push_back({kit::layer_tensor(layer, "ffn_gate"), {h.n_embd, h.n_ff}});
+        t.push_back({kit::layer_tensor(layer, "ffn_up"), {h.n_embd, h.n_ff}});
+        t.push_back({kit::layer_tensor(layer, "ffn_down"), {h.n_ff, h.n_embd}});
+    }
 };
+
+std::unique_ptr<kit::ModelFamily> make(const kit::MetadataReader& meta) {
+    return std::make_unique<SampleDecoder>(read_hparams(meta));
+}
+
+constexpr const char* kArchitectures[] = {"sample-llama"};
+constexpr kit::PluginDescription kPlugin{
+    "sample-llama", "0.1.0", "sample Llama-style decoder (RMSNorm, GQA attention, RoPE, SwiGLU)",
+    kArchitectures, 1,       make};
 
 }  // namespace
 
+// The one exported symbol; the kit answers with the ABI version of the
+// headers this file was compiled against.
 extern "C" DWELL_PLUGIN_EXPORT dwell_status dwell_plugin_query(const dwell_host_services* host,
                                                                dwell_plugin_info* info) {
-    if (!info || info->struct_size < offsetof(dwell_plugin_info, kind))
-        return DWELL_ERR_INVALID_ARGUMENT;
-    dwell_plugin_info mine{};
-    mine.struct_size = sizeof mine;
-    // The version of the headers this file was compiled against. Reported
-    // even when refusing, so the host can name both versions in its error.
-    mine.abi_major = DWELL_ABI_MAJOR;
-    mine.abi_minor = DWELL_ABI_MINOR;
-    mine.name = kPluginName;
-    mine.version = "0.1.0";
-    mine.description = "sample Llama-style decoder (RMSNorm, GQA attention, RoPE, SwiGLU)";
-    mine.kind = DWELL_PLUGIN_MODEL;
-    mine.model = &kModelPlugin;
-    if (!host || host->abi_major != DWELL_ABI_MAJOR) {
-        mine.error = "sample-llama was built for another major version of the dwell ABI";
-        dwell_plugin_info_copy(info, &mine);
-        return DWELL_ERR_ABI_MISMATCH;
-    }
-    dwell_plugin_info_copy(info, &mine);  // writes no more than the host's struct holds
-    return DWELL_OK;
+    return kit::answer_query<kPlugin>(host, info);
 }

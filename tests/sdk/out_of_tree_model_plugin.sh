@@ -6,7 +6,8 @@
 # and the llama.* keys renamed, tensors unchanged) and runs the installed
 # `dwell` on it. The sample plugin must serve it, and its greedy text must
 # equal the llama plugin's on the original file. A file missing a key the
-# sample needs must be refused with one line naming that key.
+# sample needs must be refused with one line naming that key. The model kit
+# it uses must be compiled into it (nothing but dwell_plugin_query exported).
 # Exit 77 (skipped) when the model is missing.
 set -euo pipefail
 build=$1 source=$2 rename=$3
@@ -22,6 +23,16 @@ cmake -S "$source/samples/model-plugin" -B "$work/sample" -G Ninja \
 cmake --build "$work/sample" >/dev/null
 plugin=$work/sample/libdwell-sample-llama.so
 [ -f "$plugin" ] || fail "the sample model plugin was not built"
+
+# KIT model compiled the installed kit's sources into the plugin: no kit
+# library is needed at run time, and no C++ symbol of dwell's leaves the
+# module; only dwell_plugin_query does.
+[ -f "$work/prefix/share/dwell/kit/model/model_kit.hpp" ] || fail "the installed SDK has no model kit"
+readelf -d "$plugin" >"$work/needed.out"
+! grep NEEDED "$work/needed.out" | grep -q dwell || fail "the plugin links a dwell library:" "$work/needed.out"
+nm -DC --defined-only "$plugin" | sed 's/^[0-9a-f]* [A-Za-z] //' >"$work/exports.out"
+grep -qx dwell_plugin_query "$work/exports.out" || fail "dwell_plugin_query is not exported:" "$work/exports.out"
+! grep -q '^dwell::' "$work/exports.out" || fail "the plugin exports kit symbols:" "$work/exports.out"
 
 "$rename" "$model" "$work/sample-llama.gguf" sample-llama
 "$rename" "$model" "$work/no-blocks.gguf" sample-llama --drop sample-llama.block_count

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <map>
 
-#include "backend_plugin_kit.hpp"
+#include "backend/backend_plugin_kit.hpp"
 #include "neuron_adapter_api.hpp"
 #include "neuron_objects.hpp"
 

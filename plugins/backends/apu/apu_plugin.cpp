@@ -40,19 +40,21 @@
 #include "apu_network.hpp"
 #include "apu_options.hpp"
 #include "apu_weights.hpp"
-#include "backend_plugin_kit.hpp"
+#include "backend/backend_plugin_kit.hpp"
+#include "backend/vendor_library.hpp"
+#include "backend/weight_release.hpp"
 #include "fingerprint.hpp"
 #include "neuron_adapter_api.hpp"
 #include "neuron_objects.hpp"
-#include "vendor_library.hpp"
-#include "weight_release.hpp"
 
 namespace dwell::apu {
 namespace {
 
-constexpr const char* kPluginName = "apu";
-
-thread_local std::string g_plugin_error;
+constexpr char kPluginName[] = "apu";
+constexpr auto fail_plugin = plugin_kit::fail_plugin<kPluginName>;
+using plugin_kit::f32_contiguous;
+using plugin_kit::tensor;
+using plugin_kit::tensor_bytes;
 
 struct Probe {
     const NeuronAdapterApi* api = nullptr;
@@ -85,11 +87,6 @@ const Probe& probe() {
     });
 }
 
-dwell_status fail_plugin(dwell_status st, std::string message) {
-    g_plugin_error = "apu plugin: " + std::move(message);
-    return st;
-}
-
 // Weights are identified by address, size and dtype within a process.
 using WeightKey = std::tuple<const void*, size_t, int32_t>;
 
@@ -108,18 +105,6 @@ struct dwell_backend_context {
 
 namespace dwell::apu {
 namespace {
-
-const dwell_tensor& tensor(const dwell_graph* g, int32_t id) {
-    return *dwell_graph_tensor(g, id);
-}
-
-bool f32_contiguous(const dwell_tensor& t) {
-    return t.dtype == DWELL_F32 && dwell_tensor_is_contiguous(&t);
-}
-
-uint64_t bytes_of(const dwell_tensor& t) {
-    return static_cast<uint64_t>(dwell_tensor_nrows(&t)) * dwell_row_bytes(t.dtype, t.ne[0]);
-}
 
 // Why the APU cannot take node `id`, or "" when it can. `written` (the
 // graph's written tensors) is computed here unless the caller has it.
@@ -159,14 +144,14 @@ void log_debug(const dwell_backend_context& c, const std::string& line) {
 }
 
 std::shared_ptr<const ConvertedWeight> weight_for(dwell_backend_context& c, const dwell_tensor& w) {
-    const WeightKey key{w.data, static_cast<size_t>(bytes_of(w)), w.dtype};
+    const WeightKey key{w.data, static_cast<size_t>(tensor_bytes(w)), w.dtype};
     auto it = c.weights.find(key);
     if (it != c.weights.end()) return it->second;
     auto cw = convert_weight(w, c.options.weights);
     if (!cw->borrowed && c.host != nullptr &&
         DWELL_HAS_FIELD(c.host, dwell_host_services, weights_copied) &&
         c.host->weights_copied != nullptr)
-        c.host->weights_copied(c.host->host, w.data, static_cast<size_t>(bytes_of(w)));
+        c.host->weights_copied(c.host->host, w.data, static_cast<size_t>(tensor_bytes(w)));
     c.weights.emplace(key, cw);
     return cw;
 }
@@ -270,12 +255,6 @@ void run_group(dwell_backend_context& c, const dwell_graph* g, const int32_t* id
 // ---------------------------------------------------------------------------
 // The vtable
 
-dwell_status device_count(void*, uint32_t* count) {
-    if (count == nullptr) return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "null count");
-    *count = 1;
-    return DWELL_OK;
-}
-
 dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
     if (info == nullptr || index != 0)
         return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "no such device");
@@ -288,10 +267,6 @@ dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
     f.buffer_kind = DWELL_BUFFER_DMABUF;
     f.unavailable_reason = p.api != nullptr ? nullptr : p.why.c_str();
     return plugin_kit::describe_device(info, f);
-}
-
-const char* last_error(void*) {
-    return plugin_kit::message_or_none(g_plugin_error);
 }
 
 dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
@@ -361,9 +336,9 @@ void release_weights(dwell_backend_context* c, const void* data, size_t bytes) {
 }
 
 dwell_backend_plugin make_vtable() {
-    return plugin_kit::make_vtable<dwell_backend_context>({device_count, device_info, last_error,
-                                                           context_create, supports_op,
-                                                           graph_compute, release_weights});
+    return plugin_kit::make_vtable<dwell_backend_context>(
+        {plugin_kit::one_device<kPluginName>, device_info, plugin_kit::plugin_last_error,
+         context_create, supports_op, graph_compute, release_weights});
 }
 
 }  // namespace

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/weight_conversion.hpp"
 #include "fingerprint.hpp"
 #include "neuron_adapter_api.hpp"
 #include "neuron_objects.hpp"
-#include "weight_conversion.hpp"
 
 namespace dwell::apu {
 

@@ -12,17 +12,13 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/weight_conversion.hpp"
 #include "neuron_adapter_api.hpp"
 
 namespace dwell::apu {
 
 inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t seed = 0xcbf29ce484222325ull) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    uint64_t h = seed;
-    for (size_t i = 0; i < bytes; ++i) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
+    uint64_t h = plugin_kit::fnv1a(data, bytes, seed);
     // splitmix64's finaliser: FNV's low bits mix poorly on their own.
     h ^= h >> 30;
     h *= 0xbf58476d1ce4e5b9ull;

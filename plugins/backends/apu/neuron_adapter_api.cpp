@@ -1,48 +1,40 @@
 #include "neuron_adapter_api.hpp"
 
-#include "backend_plugin_kit.hpp"
-#include "vendor_library.hpp"
+#include "backend/backend_plugin_kit.hpp"
+#include "backend/vendor_library.hpp"
 
 namespace dwell::apu {
 
 namespace {
 
-using Loaded = plugin_kit::LoadedLibrary<NeuronAdapterApi>;
-
-template <typename F>
-bool resolve(void* lib, const char* name, F& slot, std::string& why) {
-    return plugin_kit::resolve_symbol(lib, name, slot, why, "NeuronAdapter");
-}
-
-Loaded load(const std::string& library) {
-    Loaded l;
-    void* lib = plugin_kit::open_vendor_library(library, l.why);
-    if (lib == nullptr) return l;
-    NeuronAdapterApi& a = l.api;
-    std::string& w = l.why;
-#define DWELL_APU_RESOLVE(name) resolve(lib, #name, a.name, w)
-    l.ok = DWELL_APU_RESOLVE(Neuron_getVersion) && DWELL_APU_RESOLVE(NeuronMemory_createFromFd) &&
-           DWELL_APU_RESOLVE(NeuronMemory_free) && DWELL_APU_RESOLVE(NeuronModel_create) &&
-           DWELL_APU_RESOLVE(NeuronModel_free) && DWELL_APU_RESOLVE(NeuronModel_finish) &&
-           DWELL_APU_RESOLVE(NeuronModel_addOperand) &&
-           DWELL_APU_RESOLVE(NeuronModel_setOperandValue) &&
-           DWELL_APU_RESOLVE(NeuronModel_setOperandSymmPerChannelQuantParams) &&
-           DWELL_APU_RESOLVE(NeuronModel_addOperation) &&
-           DWELL_APU_RESOLVE(NeuronModel_identifyInputsAndOutputs) &&
-           DWELL_APU_RESOLVE(NeuronCompilation_create) &&
-           DWELL_APU_RESOLVE(NeuronCompilation_free) &&
-           DWELL_APU_RESOLVE(NeuronCompilation_finish) &&
-           DWELL_APU_RESOLVE(NeuronCompilation_setPreference) &&
-           DWELL_APU_RESOLVE(NeuronCompilation_setPriority) &&
-           DWELL_APU_RESOLVE(NeuronCompilation_setCaching) &&
-           DWELL_APU_RESOLVE(NeuronExecution_create) && DWELL_APU_RESOLVE(NeuronExecution_free) &&
-           DWELL_APU_RESOLVE(NeuronExecution_setInputFromMemory) &&
-           DWELL_APU_RESOLVE(NeuronExecution_setOutputFromMemory) &&
-           DWELL_APU_RESOLVE(NeuronExecution_compute);
-#undef DWELL_APU_RESOLVE
+plugin_kit::LoadedLibrary<NeuronAdapterApi> load(const std::string& library) {
     // A library lacking a call stays loaded: dlclose of a vendor library
     // that may have started threads is not safe.
-    return l;
+    return plugin_kit::load_vendor_library<NeuronAdapterApi>(
+        library, "NeuronAdapter", [](const auto& resolve, NeuronAdapterApi& a) {
+#define DWELL_APU_RESOLVE(name) resolve(#name, a.name)
+            return DWELL_APU_RESOLVE(Neuron_getVersion) &&
+                   DWELL_APU_RESOLVE(NeuronMemory_createFromFd) &&
+                   DWELL_APU_RESOLVE(NeuronMemory_free) && DWELL_APU_RESOLVE(NeuronModel_create) &&
+                   DWELL_APU_RESOLVE(NeuronModel_free) && DWELL_APU_RESOLVE(NeuronModel_finish) &&
+                   DWELL_APU_RESOLVE(NeuronModel_addOperand) &&
+                   DWELL_APU_RESOLVE(NeuronModel_setOperandValue) &&
+                   DWELL_APU_RESOLVE(NeuronModel_setOperandSymmPerChannelQuantParams) &&
+                   DWELL_APU_RESOLVE(NeuronModel_addOperation) &&
+                   DWELL_APU_RESOLVE(NeuronModel_identifyInputsAndOutputs) &&
+                   DWELL_APU_RESOLVE(NeuronCompilation_create) &&
+                   DWELL_APU_RESOLVE(NeuronCompilation_free) &&
+                   DWELL_APU_RESOLVE(NeuronCompilation_finish) &&
+                   DWELL_APU_RESOLVE(NeuronCompilation_setPreference) &&
+                   DWELL_APU_RESOLVE(NeuronCompilation_setPriority) &&
+                   DWELL_APU_RESOLVE(NeuronCompilation_setCaching) &&
+                   DWELL_APU_RESOLVE(NeuronExecution_create) &&
+                   DWELL_APU_RESOLVE(NeuronExecution_free) &&
+                   DWELL_APU_RESOLVE(NeuronExecution_setInputFromMemory) &&
+                   DWELL_APU_RESOLVE(NeuronExecution_setOutputFromMemory) &&
+                   DWELL_APU_RESOLVE(NeuronExecution_compute);
+#undef DWELL_APU_RESOLVE
+        });
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/backend_plugin_kit.hpp"
 #include "dwell/backend.h"
 #include "dwell/plugin.h"
 #include "host/cpu_device_probe.hpp"
@@ -54,14 +55,9 @@ constexpr const char* kDeviceName = "cpu0";
 // Far above any real core count; catches typos like "threads = 40000".
 constexpr unsigned kMaxThreads = 1024;
 
-// The plugin-wide last error. Probe calls may come from any thread, so each
-// thread sees the message of its own last failing call and no thread can
-// free a string another is reading.
-std::string& plugin_error() {
-    thread_local std::string message;
-    return message;
-}
+using plugin_kit::plugin_error;
 
+// The cpu plugin's messages carry no prefix (the kit's fail_plugin adds one).
 dwell_status fail_plugin(dwell_status status, std::string message) {
     plugin_error() = std::move(message);
     return status;
@@ -222,11 +218,6 @@ dwell_status context_create(void*, uint32_t device, const dwell_option* options,
     });
 }
 
-void context_destroy(dwell_backend_context* ctx) {
-    // Joining the pool's threads cannot throw; the unique_ptr owns the delete.
-    std::unique_ptr<dwell_backend_context> owned(ctx);
-}
-
 const char* context_last_error(dwell_backend_context* ctx) {
     return ctx != nullptr ? ctx->last_error.c_str() : "null cpu backend context";
 }
@@ -312,7 +303,8 @@ struct PluginState {
         vtable.device_info = device_info;
         vtable.last_error = last_error;
         vtable.context_create = context_create;
-        vtable.context_destroy = context_destroy;
+        // Joining the pool's threads cannot throw.
+        vtable.context_destroy = plugin_kit::destroy_context<dwell_backend_context>;
         vtable.context_last_error = context_last_error;
         vtable.supports_op = supports_op;
         vtable.graph_compute = graph_compute;

@@ -28,41 +28,37 @@
 #include <string>
 #include <vector>
 
-#include "backend_plugin_kit.hpp"
+#include "backend/backend_plugin_kit.hpp"
+#include "backend/vendor_library.hpp"
 #include "dsp_protocol.h"
 #include "fastrpc_api.hpp"
 
 namespace dwell::hexagon {
 namespace {
 
-constexpr const char* kPluginName = "hexagon";
+constexpr char kPluginName[] = "hexagon";
+constexpr auto fail_plugin = plugin_kit::fail_plugin<kPluginName>;
+using plugin_kit::f32_contiguous;
+using plugin_kit::tensor;
+using plugin_kit::tensor_bytes;
 constexpr const char* kSkelUri =
     "file:///libdwell_dsp_skel.so?dwell_dsp_skel_handle_invoke&_modver=1.0&_dom=cdsp";
-
-thread_local std::string g_plugin_error;
-
-std::string library_path() {
-    const char* env = std::getenv("DWELL_HEXAGON_FASTRPC_LIB");
-    return env && *env ? env : "libcdsprpc.so";
-}
 
 struct Probe {
     const FastRpcApi* rpc = nullptr;
     std::string why;
 };
 
+// The probe for the library in effect ($DWELL_HEXAGON_FASTRPC_LIB, else
+// libcdsprpc.so): one per value seen, so a process (a test binary) may
+// change it.
 const Probe& probe() {
-    static const Probe p = [] {
-        Probe r;
-        r.rpc = load_fastrpc(library_path(), r.why);
-        return r;
-    }();
-    return p;
-}
-
-dwell_status fail_plugin(dwell_status st, std::string message) {
-    g_plugin_error = "hexagon plugin: " + std::move(message);
-    return st;
+    return plugin_kit::probe_per_value<Probe>(
+        "DWELL_HEXAGON_FASTRPC_LIB", [](const std::string& lib) {
+            Probe r;
+            r.rpc = load_fastrpc(lib.empty() ? "libcdsprpc.so" : lib, r.why);
+            return r;
+        });
 }
 
 // One rpcmem allocation, mapped to the DSP while it lives.
@@ -127,18 +123,6 @@ struct dwell_backend_context {
 
 namespace dwell::hexagon {
 namespace {
-
-const dwell_tensor& tensor(const dwell_graph* g, int32_t id) {
-    return *dwell_graph_tensor(g, id);
-}
-
-bool f32_contiguous(const dwell_tensor& t) {
-    return t.dtype == DWELL_F32 && dwell_tensor_is_contiguous(&t);
-}
-
-uint64_t bytes_of(const dwell_tensor& t) {
-    return static_cast<uint64_t>(dwell_tensor_nrows(&t)) * dwell_row_bytes(t.dtype, t.ne[0]);
-}
 
 // Why the DSP cannot take node `id`, or "" when it can.
 std::string check(const dwell_graph* g, int32_t id) {
@@ -214,16 +198,16 @@ dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int
     for (const auto& [id, out] : touched) {
         const dwell_tensor& t = tensor(g, id);
         if (is_weight[static_cast<size_t>(id)]) {
-            const auto key = std::make_pair(static_cast<const void*>(t.data), bytes_of(t));
+            const auto key = std::make_pair(static_cast<const void*>(t.data), tensor_bytes(t));
             if (!c.weights.count(key)) {
-                auto buf = std::make_unique<SharedBuffer>(rpc, bytes_of(t));
-                std::memcpy(buf->data(), t.data, bytes_of(t));
+                auto buf = std::make_unique<SharedBuffer>(rpc, tensor_bytes(t));
+                std::memcpy(buf->data(), t.data, tensor_bytes(t));
                 c.weights.emplace(key, std::move(buf));
             }
             continue;
         }
         auto* begin = static_cast<uint8_t*>(t.data);
-        ranges.push_back({begin, begin + bytes_of(t)});
+        ranges.push_back({begin, begin + tensor_bytes(t)});
     }
     std::sort(ranges.begin(), ranges.end());
     struct Region {
@@ -258,7 +242,7 @@ dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int
     const auto ref = [&](int32_t id) {
         const dwell_tensor& t = tensor(g, id);
         if (is_weight[static_cast<size_t>(id)]) {
-            const auto& w = c.weights.at({t.data, bytes_of(t)});
+            const auto& w = c.weights.at({t.data, tensor_bytes(t)});
             return dwell_dsp_ref{w->fd(), 0};
         }
         const Region& r = region_of(t.data);
@@ -371,19 +355,13 @@ dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int
         const Region& r = region_of(out.data);
         std::memcpy(out.data,
                     arena->data() + r.offset + (static_cast<uint8_t*>(out.data) - r.begin),
-                    bytes_of(out));
+                    tensor_bytes(out));
     }
     return DWELL_OK;
 }
 
 // ---------------------------------------------------------------------------
 // The vtable
-
-dwell_status device_count(void*, uint32_t* count) {
-    if (count == nullptr) return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "null count");
-    *count = 1;
-    return DWELL_OK;
-}
 
 dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
     if (info == nullptr || index != 0)
@@ -397,10 +375,6 @@ dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
     f.buffer_kind = DWELL_BUFFER_DMABUF;
     f.unavailable_reason = p.rpc != nullptr ? nullptr : p.why.c_str();
     return plugin_kit::describe_device(info, f);
-}
-
-const char* last_error(void*) {
-    return plugin_kit::message_or_none(g_plugin_error);
 }
 
 dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
@@ -464,9 +438,9 @@ dwell_status graph_compute(dwell_backend_context* c, const dwell_graph* g, const
 }
 
 dwell_backend_plugin make_vtable() {
-    return plugin_kit::make_vtable<dwell_backend_context>({device_count, device_info, last_error,
-                                                           context_create, supports_op,
-                                                           graph_compute, nullptr});
+    return plugin_kit::make_vtable<dwell_backend_context>(
+        {plugin_kit::one_device<kPluginName>, device_info, plugin_kit::plugin_last_error,
+         context_create, supports_op, graph_compute, nullptr});
 }
 
 }  // namespace

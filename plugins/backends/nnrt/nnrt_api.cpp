@@ -2,8 +2,8 @@
 
 #include <dlfcn.h>
 
-#include "backend_plugin_kit.hpp"
-#include "vendor_library.hpp"
+#include "backend/backend_plugin_kit.hpp"
+#include "backend/vendor_library.hpp"
 
 namespace dwell::nnrt {
 
@@ -35,13 +35,8 @@ Loaded load(const std::string& dir) {
     void* runtime = open_library(dir, kRuntimeLibrary, l.why);
     if (runtime == nullptr) return l;
     NnrtApi& a = l.api;
-    std::string& w = l.why;
-    const auto rt = [&](const char* name, auto& slot) {
-        return plugin_kit::resolve_symbol(runtime, name, slot, w, kRuntimeLibrary);
-    };
-    const auto co = [&](const char* name, auto& slot) {
-        return plugin_kit::resolve_symbol(core, name, slot, w, kCoreLibrary);
-    };
+    const plugin_kit::SymbolResolver rt(runtime, kRuntimeLibrary, l.why);
+    const plugin_kit::SymbolResolver co(core, kCoreLibrary, l.why);
     l.ok = rt("OH_NNModel_Construct", a.OH_NNModel_Construct) &&
            rt("OH_NNModel_AddTensorToModel", a.OH_NNModel_AddTensorToModel) &&
            rt("OH_NNModel_SetTensorData", a.OH_NNModel_SetTensorData) &&

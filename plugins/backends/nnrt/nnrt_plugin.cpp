@@ -51,24 +51,21 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend_plugin_kit.hpp"
+#include "backend/backend_plugin_kit.hpp"
+#include "backend/vendor_library.hpp"
+#include "backend/weight_release.hpp"
 #include "nnrt_api.hpp"
 #include "nnrt_network.hpp"
-#include "vendor_library.hpp"
-#include "weight_release.hpp"
 
 namespace dwell::nnrt {
 namespace {
 
-constexpr const char* kPluginName = "nnrt";
+constexpr char kPluginName[] = "nnrt";
 constexpr uint32_t kCacheVersion = 1;  // bump when the lowering changes
 
-thread_local std::string g_plugin_error;
-
-dwell_status fail_plugin(dwell_status st, std::string message) {
-    g_plugin_error = "nnrt plugin: " + std::move(message);
-    return st;
-}
+constexpr auto fail_plugin = plugin_kit::fail_plugin<kPluginName>;
+using plugin_kit::f32_contiguous;
+using plugin_kit::tensor;
 
 struct Device {
     size_t id = 0;
@@ -206,14 +203,6 @@ struct dwell_backend_context {
 
 namespace dwell::nnrt {
 namespace {
-
-const dwell_tensor& tensor(const dwell_graph* g, int32_t id) {
-    return *dwell_graph_tensor(g, id);
-}
-
-bool f32_contiguous(const dwell_tensor& t) {
-    return t.dtype == DWELL_F32 && dwell_tensor_is_contiguous(&t);
-}
 
 // Why NNRt cannot take node `id`, or "" when it can.
 std::string check_node(const dwell_graph* g, int32_t id) {
@@ -377,10 +366,6 @@ dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
     return plugin_kit::describe_device(info, f);
 }
 
-const char* last_error(void*) {
-    return plugin_kit::message_or_none(g_plugin_error);
-}
-
 dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
                             const dwell_host_services* host, dwell_backend_context** out) {
     const Probe& p = probe();
@@ -473,9 +458,9 @@ void release_weights(dwell_backend_context* c, const void* data, size_t bytes) {
 }
 
 dwell_backend_plugin make_vtable() {
-    return plugin_kit::make_vtable<dwell_backend_context>({device_count, device_info, last_error,
-                                                           context_create, supports_op,
-                                                           graph_compute, release_weights});
+    return plugin_kit::make_vtable<dwell_backend_context>(
+        {device_count, device_info, plugin_kit::plugin_last_error, context_create, supports_op,
+         graph_compute, release_weights});
 }
 
 }  // namespace

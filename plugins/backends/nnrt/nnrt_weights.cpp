@@ -7,18 +7,12 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "weight_conversion.hpp"
+#include "backend/weight_conversion.hpp"
 
 namespace dwell::nnrt {
 
 uint64_t fingerprint(const void* data, size_t bytes, uint64_t seed) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    uint64_t h = seed;
-    for (size_t i = 0; i < bytes; ++i) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
+    return plugin_kit::fnv1a(data, bytes, seed);
 }
 
 ConvertedWeight convert_weight(const dwell_tensor& w, OH_NN_DataType type) {

@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "backend_plugin_kit.hpp"
+#include "backend/backend_plugin_kit.hpp"
 
 namespace dwell::opencl {
 
@@ -15,11 +15,6 @@ struct Loaded {
     bool ok = false;
     std::string why;
 };
-
-template <typename F>
-bool resolve(void* lib, const char* name, F& slot, std::string& why) {
-    return plugin_kit::resolve_symbol(lib, name, slot, why, "OpenCL");
-}
 
 Loaded load() {
     Loaded l;
@@ -34,33 +29,31 @@ Loaded load() {
         return l;
     }
     ClApi& a = l.api;
-    std::string& w = l.why;
-    l.ok = resolve(lib, "clGetPlatformIDs", a.GetPlatformIDs, w) &&
-           resolve(lib, "clGetPlatformInfo", a.GetPlatformInfo, w) &&
-           resolve(lib, "clGetDeviceIDs", a.GetDeviceIDs, w) &&
-           resolve(lib, "clGetDeviceInfo", a.GetDeviceInfo, w) &&
-           resolve(lib, "clCreateContext", a.CreateContext, w) &&
-           resolve(lib, "clReleaseContext", a.ReleaseContext, w) &&
-           resolve(lib, "clCreateCommandQueue", a.CreateCommandQueue, w) &&
-           resolve(lib, "clReleaseCommandQueue", a.ReleaseCommandQueue, w) &&
-           resolve(lib, "clCreateProgramWithSource", a.CreateProgramWithSource, w) &&
-           resolve(lib, "clCreateProgramWithBinary", a.CreateProgramWithBinary, w) &&
-           resolve(lib, "clBuildProgram", a.BuildProgram, w) &&
-           resolve(lib, "clGetProgramBuildInfo", a.GetProgramBuildInfo, w) &&
-           resolve(lib, "clGetProgramInfo", a.GetProgramInfo, w) &&
-           resolve(lib, "clReleaseProgram", a.ReleaseProgram, w) &&
-           resolve(lib, "clCreateKernel", a.CreateKernel, w) &&
-           resolve(lib, "clReleaseKernel", a.ReleaseKernel, w) &&
-           resolve(lib, "clSetKernelArg", a.SetKernelArg, w) &&
-           resolve(lib, "clCreateBuffer", a.CreateBuffer, w) &&
-           resolve(lib, "clCreateImage", a.CreateImage, w) &&
-           resolve(lib, "clReleaseMemObject", a.ReleaseMemObject, w) &&
-           resolve(lib, "clEnqueueNDRangeKernel", a.EnqueueNDRangeKernel, w) &&
-           resolve(lib, "clEnqueueMapBuffer", a.EnqueueMapBuffer, w) &&
-           resolve(lib, "clEnqueueUnmapMemObject", a.EnqueueUnmapMemObject, w) &&
-           resolve(lib, "clFinish", a.Finish, w) &&
-           resolve(lib, "clGetEventProfilingInfo", a.GetEventProfilingInfo, w) &&
-           resolve(lib, "clReleaseEvent", a.ReleaseEvent, w);
+    const plugin_kit::SymbolResolver resolve(lib, "OpenCL", l.why);
+    l.ok =
+        resolve("clGetPlatformIDs", a.GetPlatformIDs) &&
+        resolve("clGetPlatformInfo", a.GetPlatformInfo) &&
+        resolve("clGetDeviceIDs", a.GetDeviceIDs) && resolve("clGetDeviceInfo", a.GetDeviceInfo) &&
+        resolve("clCreateContext", a.CreateContext) &&
+        resolve("clReleaseContext", a.ReleaseContext) &&
+        resolve("clCreateCommandQueue", a.CreateCommandQueue) &&
+        resolve("clReleaseCommandQueue", a.ReleaseCommandQueue) &&
+        resolve("clCreateProgramWithSource", a.CreateProgramWithSource) &&
+        resolve("clCreateProgramWithBinary", a.CreateProgramWithBinary) &&
+        resolve("clBuildProgram", a.BuildProgram) &&
+        resolve("clGetProgramBuildInfo", a.GetProgramBuildInfo) &&
+        resolve("clGetProgramInfo", a.GetProgramInfo) &&
+        resolve("clReleaseProgram", a.ReleaseProgram) &&
+        resolve("clCreateKernel", a.CreateKernel) && resolve("clReleaseKernel", a.ReleaseKernel) &&
+        resolve("clSetKernelArg", a.SetKernelArg) && resolve("clCreateBuffer", a.CreateBuffer) &&
+        resolve("clCreateImage", a.CreateImage) &&
+        resolve("clReleaseMemObject", a.ReleaseMemObject) &&
+        resolve("clEnqueueNDRangeKernel", a.EnqueueNDRangeKernel) &&
+        resolve("clEnqueueMapBuffer", a.EnqueueMapBuffer) &&
+        resolve("clEnqueueUnmapMemObject", a.EnqueueUnmapMemObject) &&
+        resolve("clFinish", a.Finish) &&
+        resolve("clGetEventProfilingInfo", a.GetEventProfilingInfo) &&
+        resolve("clReleaseEvent", a.ReleaseEvent);
     return l;
 }
 

@@ -8,10 +8,13 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/backend_plugin_kit.hpp"
 #include "cl_api.hpp"
 
 namespace dwell::opencl {
 namespace {
+
+using plugin_kit::tensor;
 
 // ---------------------------------------------------------------------------
 // Tensors
@@ -32,10 +35,6 @@ bool contiguous(const dwell_tensor& t) {
 
 bool weight_dtype(dwell_dtype t) {
     return t == DWELL_F32 || t == DWELL_F16 || t == DWELL_Q8_0 || t == DWELL_Q4_0;
-}
-
-const dwell_tensor& tensor(const dwell_graph* g, int32_t id) {
-    return *dwell_graph_tensor(g, id);
 }
 
 }  // namespace

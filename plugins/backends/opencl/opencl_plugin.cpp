@@ -24,20 +24,20 @@
 #include <utility>
 #include <vector>
 
-#include "backend_plugin_kit.hpp"
+#include "backend/backend_plugin_kit.hpp"
+#include "backend/weight_release.hpp"
 #include "cl_api.hpp"
 #include "node_runner.hpp"
 #include "opencl_context.hpp"
 #include "program_cache.hpp"
-#include "weight_release.hpp"
 
 namespace dwell::opencl {
 namespace {
 
-constexpr const char* kPluginName = "opencl";
+constexpr char kPluginName[] = "opencl";
 constexpr const char* kPluginVersion = "0.1.0";
 
-thread_local std::string g_plugin_error;
+constexpr auto fail_plugin = plugin_kit::fail_plugin<kPluginName>;
 
 std::string device_string(const ClApi& cl, cl_device_id d, cl_device_info what) {
     size_t n = 0;
@@ -123,11 +123,6 @@ Probe& probe() {
     return p;
 }
 
-dwell_status fail_plugin(dwell_status st, std::string message) {
-    g_plugin_error = "opencl plugin: " + std::move(message);
-    return st;
-}
-
 // ---------------------------------------------------------------------------
 // The vtable
 
@@ -154,10 +149,6 @@ dwell_status device_info(void*, uint32_t index, dwell_device_info* info) {
     f.buffer_kind = DWELL_BUFFER_HOST;
     f.unavailable_reason = d.available ? nullptr : d.why.c_str();
     return plugin_kit::describe_device(info, f);
-}
-
-const char* last_error(void*) {
-    return plugin_kit::message_or_none(g_plugin_error);
 }
 
 dwell_status context_create(void*, uint32_t device, const dwell_option* options, size_t n_options,
@@ -258,7 +249,7 @@ dwell_backend_plugin make_vtable() {
     v.struct_size = sizeof v;
     v.device_count = device_count;
     v.device_info = device_info;
-    v.last_error = last_error;
+    v.last_error = plugin_kit::plugin_last_error;
     v.context_create = context_create;
     v.context_destroy = plugin_kit::destroy_context<dwell_backend_context>;
     v.context_last_error = plugin_kit::context_last_error<dwell_backend_context>;

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "backend_plugin_kit.hpp"
+#include "backend/backend_plugin_kit.hpp"
 #include "cl_api.hpp"
 #include "kernels_adreno_source.hpp"
 #include "kernels_portable_source.hpp"

@@ -7,7 +7,7 @@
 // folded in, so they multiply as they are.
 #include <memory>
 
-#include "model_kit.hpp"
+#include "model/model_kit.hpp"
 
 namespace {
 

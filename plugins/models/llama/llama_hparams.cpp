@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "model_plugin_entry.hpp"
+#include "model/model_plugin_entry.hpp"
 
 namespace dwell::llama {
 

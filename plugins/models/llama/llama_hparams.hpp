@@ -2,8 +2,8 @@
 // ("<arch>.embedding_length" and friends, as GGUF names them).
 #pragma once
 
-#include "metadata_reader.hpp"
-#include "transformer_hparams.hpp"
+#include "model/metadata_reader.hpp"
+#include "model/transformer_hparams.hpp"
 
 namespace dwell::llama {
 

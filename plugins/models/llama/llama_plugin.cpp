@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "llama_hparams.hpp"
-#include "model_kit.hpp"
+#include "model/model_kit.hpp"
 
 namespace {
 

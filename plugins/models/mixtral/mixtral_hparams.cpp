@@ -4,8 +4,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include "graph_builder.hpp"
-#include "model_plugin_entry.hpp"
+#include "model/graph_builder.hpp"
+#include "model/model_plugin_entry.hpp"
 
 namespace dwell::mixtral {
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "metadata_reader.hpp"
-#include "transformer_hparams.hpp"
+#include "model/metadata_reader.hpp"
+#include "model/transformer_hparams.hpp"
 
 namespace dwell::mixtral {
 

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "mixtral_hparams.hpp"
-#include "model_kit.hpp"
+#include "model/model_kit.hpp"
 #include "moe_feed_forward.hpp"
 
 namespace {

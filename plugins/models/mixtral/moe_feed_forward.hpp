@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "graph_builder.hpp"
-#include "tensor_spec.hpp"
+#include "model/graph_builder.hpp"
+#include "model/tensor_spec.hpp"
 
 namespace dwell::mixtral {
 

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "model_kit.hpp"
+#include "model/model_kit.hpp"
 
 namespace {
 

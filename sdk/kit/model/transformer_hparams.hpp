@@ -7,7 +7,7 @@
 #include <string>
 
 #include "dwell/model.h"
-#include "metadata_reader.hpp"
+#include "model/metadata_reader.hpp"
 
 namespace dwell::model_kit {
 

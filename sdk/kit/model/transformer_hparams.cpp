@@ -1,4 +1,4 @@
-#include "transformer_hparams.hpp"
+#include "model/transformer_hparams.hpp"
 
 #include <cmath>
 #include <stdexcept>

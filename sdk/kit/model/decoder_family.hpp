@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "dwell/model.h"
-#include "graph_builder.hpp"
-#include "model_plugin_entry.hpp"
-#include "tensor_spec.hpp"
-#include "transformer_blocks.hpp"
-#include "transformer_hparams.hpp"
+#include "model/graph_builder.hpp"
+#include "model/model_plugin_entry.hpp"
+#include "model/tensor_spec.hpp"
+#include "model/transformer_blocks.hpp"
+#include "model/transformer_hparams.hpp"
 
 namespace dwell::model_kit {
 

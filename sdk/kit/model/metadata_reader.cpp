@@ -1,4 +1,4 @@
-#include "metadata_reader.hpp"
+#include "model/metadata_reader.hpp"
 
 #include <cmath>
 #include <sstream>

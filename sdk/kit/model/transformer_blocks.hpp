@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "graph_builder.hpp"
-#include "tensor_spec.hpp"
-#include "transformer_hparams.hpp"
+#include "model/graph_builder.hpp"
+#include "model/tensor_spec.hpp"
+#include "model/transformer_hparams.hpp"
 
 namespace dwell::model_kit {
 

@@ -1,6 +1,7 @@
-// model_kit: what every dwell model-architecture plugin in this repository
-// shares, so that a family's plugin is only its hyper-parameters, its tensor
-// list and the parts of its graph that differ.
+// model_kit: what every dwell model-architecture plugin shares (the SDK's
+// model kit, sdk/kit/model, installed as share/dwell/kit/model), so that a
+// family's plugin is only its hyper-parameters, its tensor list and the
+// parts of its graph that differ.
 //
 //   metadata_reader.hpp     MetadataReader: typed, range-checked reads of the
 //                           file's metadata; every failure is one line naming
@@ -26,7 +27,8 @@
 //                           which implements the whole dwell_model_plugin
 //                           table and dwell_plugin_query around them.
 //
-// A plugin (see plugins/models/qwen2 for a complete one):
+// A plugin (see plugins/models/qwen2 or samples/model-plugin for a complete
+// one):
 //
 //   // Throws to refuse the file; throws Decline when it is another variant.
 //   std::unique_ptr<model_kit::ModelFamily> make(const model_kit::MetadataReader& m) {
@@ -40,15 +42,16 @@
 //       return model_kit::answer_query<kPlugin>(host, info);
 //   }
 //
-// Built as the static library dwell-model-kit (position-independent, hidden
-// symbols); link it with dwell_add_plugin(NAME SOURCES ... LIBRARIES
-// dwell-model-kit). Errors inside are exceptions; the entry turns them into
-// status codes and one-line messages at the ABI.
+// Compiled into each plugin: dwell_add_plugin(NAME SOURCES ... KIT model)
+// adds the kit's sources to the plugin's own (hidden symbols, the plugin's
+// flags), so only the C ABI crosses its boundary; include it as
+// "model/model_kit.hpp". Errors inside are exceptions; the entry turns them
+// into status codes and one-line messages at the ABI.
 #pragma once
 
-#include "decoder_family.hpp"
-#include "graph_builder.hpp"
-#include "metadata_reader.hpp"
-#include "model_plugin_entry.hpp"
-#include "transformer_blocks.hpp"
-#include "transformer_hparams.hpp"
+#include "model/decoder_family.hpp"
+#include "model/graph_builder.hpp"
+#include "model/metadata_reader.hpp"
+#include "model/model_plugin_entry.hpp"
+#include "model/transformer_blocks.hpp"
+#include "model/transformer_hparams.hpp"

@@ -13,6 +13,7 @@
 #include <dwell/quant.h>
 #include <dwell/tensor.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -38,6 +39,19 @@ bool for_each_dequantized_row(const dwell_tensor& w, int64_t rows, Emit emit) {
         emit(r, static_cast<const float*>(row.data()));
     }
     return true;
+}
+
+// 64-bit FNV-1a over `bytes` bytes at `data`, chained from `seed`: where
+// the backends' weight and network digests start (each finishes its own
+// way, and must keep doing so: digests name networks cached on devices).
+inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t seed = 0xcbf29ce484222325ull) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    uint64_t h = seed;
+    for (size_t i = 0; i < bytes; ++i) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
 }
 
 // k values as IEEE fp16 at `dst` (no alignment needed).

@@ -1,4 +1,4 @@
-#include "model_plugin_entry.hpp"
+#include "model/model_plugin_entry.hpp"
 
 #include <algorithm>
 #include <cstdio>

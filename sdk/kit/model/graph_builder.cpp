@@ -1,4 +1,4 @@
-#include "graph_builder.hpp"
+#include "model/graph_builder.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "decoder_family.hpp"
+#include "model/decoder_family.hpp"
 
 #include <cmath>
 

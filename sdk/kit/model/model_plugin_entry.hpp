@@ -15,9 +15,9 @@
 
 #include "dwell/model.h"
 #include "dwell/plugin.h"
-#include "graph_builder.hpp"
-#include "metadata_reader.hpp"
-#include "tensor_spec.hpp"
+#include "model/graph_builder.hpp"
+#include "model/metadata_reader.hpp"
+#include "model/tensor_spec.hpp"
 
 namespace dwell::model_kit {
 

@@ -1,4 +1,4 @@
-#include "transformer_blocks.hpp"
+#include "model/transformer_blocks.hpp"
 
 #include <cmath>
 

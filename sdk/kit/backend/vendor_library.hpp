@@ -18,6 +18,8 @@
 #include <mutex>
 #include <string>
 
+#include "backend/backend_plugin_kit.hpp"
+
 namespace dwell::plugin_kit {
 
 // dlopen(path); on failure `why` is "<path> not found[: <dlerror>]", the
@@ -39,6 +41,20 @@ struct LoadedLibrary {
     bool ok = false;
     std::string why;
 };
+
+// The library at `path` opened and its API table filled by
+// resolve_all(resolve, api), a chain of resolve("symbol", api.slot) calls
+// (SymbolResolver, naming the library `library` in its message). A library
+// lacking a symbol stays loaded: see above.
+template <typename Api, typename ResolveAll>
+LoadedLibrary<Api> load_vendor_library(const std::string& path, const char* library,
+                                       ResolveAll resolve_all) {
+    LoadedLibrary<Api> l;
+    void* lib = open_vendor_library(path, l.why);
+    if (lib == nullptr) return l;
+    l.ok = resolve_all(SymbolResolver(lib, library, l.why), l.api);
+    return l;
+}
 
 // The API loaded from `key` (a path or a folder) by `load`, once per key for
 // the process (the plugin registry is the only mutable global the project

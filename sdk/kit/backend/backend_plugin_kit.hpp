@@ -1,17 +1,22 @@
 // Pieces every out-of-process-library backend plugin (opencl, hexagon, apu,
 // nnrt) needs and would otherwise write again: resolving a vendor library's
-// symbols, answering dwell_plugin_query and device_info, the vtable's error
-// and context entries, the supports_op wrapper, refusing a graph_compute
-// with an unsupported node, reading options, and the set of tensors a graph
-// writes. Header-only; sees only the SDK headers.
+// symbols, answering dwell_plugin_query and device_info, the plugin-wide and
+// per-context last errors, the vtable's context entries, graph access
+// (tensor, f32_contiguous, tensor_bytes), the supports_op wrapper, refusing
+// a graph_compute with an unsupported node, reading options, and the set of
+// tensors a graph writes. Header-only; sees only the SDK headers. Part of
+// the SDK's backend kit: dwell_add_plugin(... KIT backend) compiles it into
+// each plugin, so nothing here crosses the ABI.
 //
-// Thread-safety: every function is reentrant. Ownership: nothing is kept;
-// destroy_context takes back the context context_create handed out.
+// Thread-safety: every function is reentrant; the plugin-wide error is per
+// thread. Ownership: nothing is kept; destroy_context takes back the
+// context context_create handed out.
 #pragma once
 
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,6 +34,24 @@ bool resolve_symbol(void* lib, const char* name, F& slot, std::string& why,
     if (slot == nullptr) why = "the " + library + " library lacks " + name;
     return slot != nullptr;
 }
+
+// resolve_symbol bound to one library and its `why`: a loader's chain
+//   l.ok = resolve("fn_a", api.fn_a) && resolve("fn_b", api.fn_b) && ...;
+// stops at the first missing symbol, which `why` then names.
+class SymbolResolver {
+public:
+    SymbolResolver(void* lib, std::string library, std::string& why)
+        : lib_(lib), library_(std::move(library)), why_(why) {}
+    template <typename F>
+    bool operator()(const char* name, F& slot) const {
+        return resolve_symbol(lib_, name, slot, why_, library_);
+    }
+
+private:
+    void* lib_;
+    std::string library_;
+    std::string& why_;
+};
 
 // Fills `info` for a backend plugin; refuses a host of another ABI major.
 inline dwell_status describe_backend(const dwell_host_services* host, dwell_plugin_info* info,
@@ -89,6 +112,41 @@ inline const char* message_or_none(const std::string& message) {
     return message.empty() ? "no message" : message.c_str();
 }
 
+// The plugin-wide last error: what the vtable's last_error answers after a
+// failed call that has no context (device_count, device_info,
+// context_create). Per thread: probe calls may come from any thread, so
+// each sees the message of its own last failing call and none can free a
+// string another is reading. One per plugin (the kit is compiled into each,
+// with hidden symbols).
+inline std::string& plugin_error() {
+    thread_local std::string message;
+    return message;
+}
+
+// Sets the plugin-wide last error to "<Plugin> plugin: <message>" and
+// returns `st`. A plugin binds its name once:
+//   constexpr char kPluginName[] = "apu";
+//   constexpr auto fail_plugin = plugin_kit::fail_plugin<kPluginName>;
+template <const char* Plugin>
+dwell_status fail_plugin(dwell_status st, std::string message) {
+    plugin_error() = std::string(Plugin) + " plugin: " + std::move(message);
+    return st;
+}
+
+// The vtable's device_count for a plugin with one device (device_info then
+// says whether it is available).
+template <const char* Plugin>
+dwell_status one_device(void*, uint32_t* count) {
+    if (count == nullptr) return fail_plugin<Plugin>(DWELL_ERR_INVALID_ARGUMENT, "null count");
+    *count = 1;
+    return DWELL_OK;
+}
+
+// The vtable's last_error over plugin_error().
+inline const char* plugin_last_error(void*) {
+    return message_or_none(plugin_error());
+}
+
 // The vtable's context_last_error for a context with a `last_error` string.
 template <typename Context>
 const char* context_last_error(Context* c) {
@@ -146,6 +204,21 @@ bool refuse_unsupported(Context& c, const int32_t* ids, size_t n, Check check) {
         }
     }
     return false;
+}
+
+// Tensor `id` of `g`, for code that has already checked it exists (nodes
+// past check(), their inputs and outputs).
+inline const dwell_tensor& tensor(const dwell_graph* g, int32_t id) {
+    return *dwell_graph_tensor(g, id);
+}
+
+inline bool f32_contiguous(const dwell_tensor& t) {
+    return t.dtype == DWELL_F32 && dwell_tensor_is_contiguous(&t);
+}
+
+// The bytes of a contiguous tensor's rows (what a weight copy or upload takes).
+inline uint64_t tensor_bytes(const dwell_tensor& t) {
+    return static_cast<uint64_t>(dwell_tensor_nrows(&t)) * dwell_row_bytes(t.dtype, t.ne[0]);
 }
 
 // An option's key and value, a missing one as "".
