@@ -183,7 +183,7 @@ void check_spec(const SyntheticModelSpec& s) {
                                                           ") must be a multiple of --n-head (" +
                                                           std::to_string(s.n_head) + ")");
     // The limits the model plugins read a file with
-    // (plugins/models/common/transformer_hparams.cpp), so synth never writes
+    // (sdk/kit/model/transformer_hparams.cpp), so synth never writes
     // what run refuses, and every value fits the uint32 keys it is written as.
     const auto at_most = [](const char* flag, int64_t v, int64_t hi) {
         check(v <= hi, std::string(flag) + " " + std::to_string(v) + " is outside 1.." +
