@@ -284,6 +284,289 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
     return 0;
 }
 
+// The options of `dwell bench` with a model (the thermal simulation has
+// its own).
+struct BenchArgs {
+    CommonArgs common;
+    std::string model_path, kv_type;
+    int32_t n_prompt = 128, n_gen = 64, reps = 5, n_ctx = 0, depth = 0;
+    bool json = false;
+    bool profile = false;
+};
+
+// Parses and checks the options, before anything loads (po::error naming
+// the flag); nullopt when --help was printed.
+std::optional<BenchArgs> parse_bench_args(const std::vector<std::string>& args) {
+    BenchArgs a;
+    po::options_description desc("dwell bench");
+    // clang-format off
+    desc.add_options()
+        ("model,m", po::value(&a.model_path)->required(), "model file (GGUF or dwell pack)")
+        ("n-prompt,p", po::value(&a.n_prompt)->default_value(128), "prompt tokens decoded in one call (prefill)")
+        ("n-gen,n", po::value(&a.n_gen)->default_value(64), "tokens generated one at a time, greedily (decode)")
+        ("repetitions,r", po::value(&a.reps)->default_value(5), "timed repetitions, after one untimed warm-up")
+        ("ctx,c", po::value(&a.n_ctx)->default_value(0), "context size (0: the model's)")
+        ("depth,d", po::value(&a.depth)->default_value(0), "tokens already in the context when prefill and decode are timed")
+        ("kv-type", po::value(&a.kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32 (default: the manifest's [kv] dtype)")
+        ("json", po::bool_switch(&a.json), "print one JSON object instead of a table")
+        ("profile", po::bool_switch(&a.profile), "device time per op kind over the timed repetitions, from backends that measure it (OpenCL profiling events)")
+        ("thermal-sim", "instead: the thermal governor on a simulated phone, no model (see dwell bench --thermal-sim --help)");
+    // clang-format on
+    add_runtime_options(desc, a.common);
+    po::variables_map vm;
+    if (!parse("bench", "-m MODEL [-p N] [-n N] [-r N] [--json] [options]", desc, args, vm)) {
+        return std::nullopt;
+    }
+    set_verbosity(a.common.verbosity);
+    if (a.n_prompt < 1)
+        throw po::error("--n-prompt " + std::to_string(a.n_prompt) + " must be >= 1");
+    if (a.n_gen < 1) throw po::error("--n-gen " + std::to_string(a.n_gen) + " must be >= 1");
+    if (a.reps < 1) throw po::error("--repetitions " + std::to_string(a.reps) + " must be >= 1");
+    check_ctx(a.n_ctx);
+    if (a.depth < 0) throw po::error("--depth " + std::to_string(a.depth) + " must be >= 0");
+    return a;
+}
+
+SessionOptions bench_session_options(const BenchArgs& a) {
+    SessionOptions so;
+    so.n_ctx = a.n_ctx;
+    // One graph for the whole prompt, as llama-bench's default batch does.
+    so.n_batch = std::max(so.n_batch, a.n_prompt);
+    if (!a.kv_type.empty()) so.kv_dtype = parse_kv_type(a.kv_type);
+    return so;
+}
+
+RuntimeOptions bench_runtime_options(const CommonArgs& common) {
+    RuntimeOptions ro = runtime_options(common);
+    // Every repetition decodes the same prompt: cached pages would make
+    // prefill free, so only the forks of the depth share pages.
+    ro.prefix_cache_bytes = 0;
+    return ro;
+}
+
+// The context size the session gets; throws po::error when the depth, the
+// prompt and the generated tokens do not fit in it.
+int64_t checked_context(const BenchArgs& a, const Model& model) {
+    const int64_t ctx = a.n_ctx > 0 ? a.n_ctx : model.info().n_ctx_train;
+    if (int64_t{a.depth} + a.n_prompt + a.n_gen + 1 > ctx) {
+        throw po::error("--depth " + std::to_string(a.depth) + " + -p " +
+                        std::to_string(a.n_prompt) + " + -n " + std::to_string(a.n_gen) +
+                        " + 1 exceeds the context of " + std::to_string(ctx) + " (raise --ctx)");
+    }
+    return ctx;
+}
+
+// Decodes `depth` filler tokens into `base`, n_batch at a time, so that
+// every repetition times prefill and decode on top of a filled context.
+void fill_context(Session& base, const Tokenizer& tok, int32_t n_vocab, int32_t depth,
+                  int32_t n_batch) {
+    ProgressBar fill("fill", depth);
+    const std::vector<int32_t> filler = prompt_ids(tok, n_vocab, depth);
+    for (int32_t start = 0; start < depth; start += n_batch) {
+        const int32_t n = std::min(n_batch, depth - start);
+        base.decode(std::span<const int32_t>(filler).subspan(static_cast<size_t>(start),
+                                                             static_cast<size_t>(n)));
+        fill.update(start + n);
+    }
+}
+
+// Adds to `sum` what the weight reader did between two of its snapshots.
+void add_stream_delta(WeightStreamStats& sum, const WeightStreamStats& a,
+                      const WeightStreamStats& b) {
+    sum.bytes_read += b.bytes_read - a.bytes_read;
+    sum.bytes_decompressed += b.bytes_decompressed - a.bytes_decompressed;
+    sum.wait_seconds += b.wait_seconds - a.wait_seconds;
+    sum.compute_seconds += b.compute_seconds - a.compute_seconds;
+    sum.read_seconds += b.read_seconds - a.read_seconds;
+    sum.decompress_seconds += b.decompress_seconds - a.decompress_seconds;
+    sum.demand_reads += b.demand_reads - a.demand_reads;
+    sum.unit_reads += b.unit_reads - a.unit_reads;
+}
+
+// Prefill of the prompt, then n_gen greedy decodes, on `session`; the bar
+// advances once per decode call. With `decode_io`, the weight reader's
+// work during the decodes is added to it.
+Repetition time_repetition(Session& session, const std::vector<int32_t>& prompt, int32_t n_gen,
+                           ProgressBar& bar, int64_t& done, const WeightStreamer* streamer,
+                           WeightStreamStats* decode_io) {
+    Repetition r;
+    auto t0 = Clock::now();
+    const std::span<const float> logits = session.decode(prompt);
+    r.prefill_seconds = seconds_since(t0);
+    int32_t next = argmax(logits);
+    // TTFT includes choosing the token, as a user waits for that too.
+    r.ttft_seconds = seconds_since(t0);
+    bar.update(++done);
+    const WeightStreamStats io0 = streamer ? streamer->stats() : WeightStreamStats{};
+    t0 = Clock::now();
+    for (int32_t i = 0; i < n_gen; ++i) {
+        next = argmax(session.decode(std::span<const int32_t>(&next, 1)));
+        bar.update(++done);
+    }
+    r.decode_seconds = seconds_since(t0);
+    if (streamer && decode_io) add_stream_delta(*decode_io, io0, streamer->stats());
+    return r;
+}
+
+struct Timings {
+    std::vector<Repetition> runs;
+    // Streamed weights: what the timed decodes read and waited for.
+    WeightStreamStats decode_io{};
+};
+
+// One untimed warm-up, then the timed repetitions, each on a fresh fork of
+// `base` (sharing its pages). With --profile the backends' op times start
+// over after the warm-up.
+Timings time_repetitions(const Runtime& runtime, const Session& base,
+                         const std::vector<int32_t>& prompt, const BenchArgs& a,
+                         const WeightStreamer* streamer) {
+    Timings t;
+    ProgressBar bar("bench", int64_t{a.reps + 1} * (a.n_gen + 1));
+    int64_t done = 0;
+    for (int32_t rep = 0; rep <= a.reps; ++rep) {
+        std::unique_ptr<Session> session = base.fork();
+        if (rep == 1 && a.profile) backend_profile(runtime, true);  // after the warm-up
+        // Repetition 0 warms caches and page tables.
+        const Repetition r = time_repetition(*session, prompt, a.n_gen, bar, done, streamer,
+                                             rep > 0 ? &t.decode_io : nullptr);
+        if (rep > 0) t.runs.push_back(r);
+    }
+    return t;
+}
+
+// What both reports show, from the timings and the loaded runtime.
+struct BenchFigures {
+    Spread pp, tg, ttft;
+    std::string kv_name;
+    uint64_t kv_bytes_per_token = 0;
+    double kv_page_bytes_per_token = 0;
+    uint64_t peak_rss = 0;
+    uint64_t model_bytes = 0;
+    std::vector<std::string> backends;
+    int32_t threads = 0;
+    int64_t ctx = 0;
+};
+
+BenchFigures bench_figures(const BenchArgs& a, Runtime& runtime, const Model& model,
+                           const KvCache& kv, const std::vector<Repetition>& runs, int64_t ctx) {
+    BenchFigures f;
+    f.kv_name = dwell_dtype_name(kv.dtype());
+    f.kv_bytes_per_token = kv.bytes_per_token();
+    // What a token costs in pages, padding at the end of each page included.
+    f.kv_page_bytes_per_token = static_cast<double>(runtime.kv_pages().page_bytes()) * 2.0 *
+                                kv.n_layer() / static_cast<double>(kv.rows_per_page());
+
+    std::vector<double> pp, tg, ttft;
+    for (const Repetition& r : runs) {
+        pp.push_back(a.n_prompt / r.prefill_seconds);
+        tg.push_back(a.n_gen / r.decode_seconds);
+        ttft.push_back(r.ttft_seconds * 1e3);
+    }
+    f.pp = spread(pp);
+    f.tg = spread(tg);
+    f.ttft = spread(ttft);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    f.peak_rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+    std::error_code ec;
+    f.model_bytes = std::filesystem::file_size(model.path(), ec);
+    for (const auto& b : runtime.backends()) f.backends.push_back(b->label());
+    f.threads = effective_threads(runtime, a.common);
+    f.ctx = ctx;
+    return f;
+}
+
+// One JSON object on one line.
+void print_json_report(const BenchArgs& a, const BenchFigures& f, const Runtime& runtime,
+                       const Model& model, const WeightStreamer* streamer,
+                       const WeightStreamStats& decode_io) {
+    auto stats = [](const Spread& s) {
+        return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}};
+    };
+    nlohmann::json j = {
+        {"model", model.path().string()},
+        {"architecture", model.architecture()},
+        {"model_bytes", f.model_bytes},
+        {"weight_bytes", model.weight_bytes()},
+        {"weight_bytes_per_token", weight_bytes_per_token(model)},
+        {"backends", f.backends},
+        {"threads", f.threads},
+        {"kv_type", f.kv_name},
+        {"kv_bytes_per_token", f.kv_bytes_per_token},
+        {"kv_page_bytes_per_token", f.kv_page_bytes_per_token},
+        {"n_ctx", f.ctx},
+        {"depth", a.depth},
+        {"n_prompt", a.n_prompt},
+        {"n_gen", a.n_gen},
+        {"repetitions", a.reps},
+        {"prefill_tokens_per_second", stats(f.pp)},
+        {"decode_tokens_per_second", stats(f.tg)},
+        {"ttft_ms", stats(f.ttft)},
+        {"peak_rss_bytes", f.peak_rss},
+        {"weights", weights_json(runtime, streamer, decode_io, int64_t{a.reps} * a.n_gen)},
+    };
+    if (a.profile) j["profile"] = backend_profile(runtime, false);
+    std::cout << j.dump() << "\n";
+}
+
+// Per backend that measures it, each op kind's device time and share.
+void print_profile_table(const Runtime& runtime, int32_t reps) {
+    const nlohmann::json prof = backend_profile(runtime, false);
+    for (const auto& [backend, ops] : prof.items()) {
+        if (!ops.is_array()) {
+            std::printf("profile  %s: %s\n", backend.c_str(), ops.get<std::string>().c_str());
+            continue;
+        }
+        double total = 0;
+        for (const auto& o : ops) total += o["ms"].get<double>();
+        std::printf("profile  %s, %d repetitions (device time per op kind):\n", backend.c_str(),
+                    reps);
+        for (const auto& o : ops) {
+            std::printf(
+                "  %-14s %8llu nodes %10.2f ms %5.1f%%\n", o["op"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(o["count"].get<uint64_t>()), o["ms"].get<double>(),
+                total > 0 ? 100.0 * o["ms"].get<double>() / total : 0.0);
+        }
+    }
+}
+
+// What streaming the weights cost per decoded token.
+void print_weight_streaming(const Runtime& runtime, const WeightStreamer& streamer,
+                            const WeightStreamStats& decode_io, int64_t tokens) {
+    const nlohmann::json w = weights_json(runtime, &streamer, decode_io, tokens);
+    std::printf("weights  %s\n", streamer.describe().c_str());
+    std::printf(
+        "         per decoded token: %s read, %s decompressed; compute %.1f ms, "
+        "waiting for weights %.1f ms; overlap of reading and compute %.0f%%\n",
+        format_bytes(w["read_bytes_per_token"].get<uint64_t>()).c_str(),
+        format_bytes(w["decompressed_bytes_per_token"].get<uint64_t>()).c_str(),
+        w["compute_ms_per_token"].get<double>(), w["wait_ms_per_token"].get<double>(),
+        100.0 * w["overlap"].get<double>());
+}
+
+// The table for a reader, llama-bench's test names in the first column.
+void print_table_report(const BenchArgs& a, const BenchFigures& f, const Runtime& runtime,
+                        const Model& model, const WeightStreamer* streamer,
+                        const WeightStreamStats& decode_io) {
+    std::string labels;
+    for (const auto& b : f.backends) labels += (labels.empty() ? "" : ", ") + b;
+    std::printf("model    %s (%s, weights %s)\n", printable_text(model.path().string()).c_str(),
+                format_bytes(f.model_bytes).c_str(), format_bytes(model.weight_bytes()).c_str());
+    std::printf("backends %s | threads %d | ctx %lld | depth %d | %d repetitions\n", labels.c_str(),
+                f.threads, static_cast<long long>(f.ctx), a.depth, a.reps);
+    std::printf("kv       %s, %llu bytes per token (%.0f with page padding)\n", f.kv_name.c_str(),
+                static_cast<unsigned long long>(f.kv_bytes_per_token), f.kv_page_bytes_per_token);
+    std::printf("%-18s %10s %10s %10s\n", "test", "median", "min", "max");
+    const std::string pp_name = "pp" + std::to_string(a.n_prompt) + " tok/s";
+    const std::string tg_name = "tg" + std::to_string(a.n_gen) + " tok/s";
+    std::printf("%-18s %10.2f %10.2f %10.2f\n", pp_name.c_str(), f.pp.median, f.pp.min, f.pp.max);
+    std::printf("%-18s %10.2f %10.2f %10.2f\n", tg_name.c_str(), f.tg.median, f.tg.min, f.tg.max);
+    std::printf("%-18s %10.2f %10.2f %10.2f\n", "TTFT ms", f.ttft.median, f.ttft.min, f.ttft.max);
+    std::printf("peak RSS %s\n", format_bytes(f.peak_rss).c_str());
+    if (a.profile) print_profile_table(runtime, a.reps);
+    if (streamer) print_weight_streaming(runtime, *streamer, decode_io, int64_t{a.reps} * a.n_gen);
+}
+
 }  // namespace
 
 int bench_command(const std::vector<std::string>& args) {
@@ -291,207 +574,29 @@ int bench_command(const std::vector<std::string>& args) {
     if (std::find(args.begin(), args.end(), "--thermal-sim") != args.end()) {
         return thermal_sim_bench(args);
     }
-    CommonArgs common;
-    std::string model_path, kv_type;
-    int32_t n_prompt = 128, n_gen = 64, reps = 5, n_ctx = 0, depth = 0;
-    bool json = false;
-    bool profile = false;
-    po::options_description desc("dwell bench");
-    // clang-format off
-    desc.add_options()
-        ("model,m", po::value(&model_path)->required(), "model file (GGUF or dwell pack)")
-        ("n-prompt,p", po::value(&n_prompt)->default_value(128), "prompt tokens decoded in one call (prefill)")
-        ("n-gen,n", po::value(&n_gen)->default_value(64), "tokens generated one at a time, greedily (decode)")
-        ("repetitions,r", po::value(&reps)->default_value(5), "timed repetitions, after one untimed warm-up")
-        ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
-        ("depth,d", po::value(&depth)->default_value(0), "tokens already in the context when prefill and decode are timed")
-        ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32 (default: the manifest's [kv] dtype)")
-        ("json", po::bool_switch(&json), "print one JSON object instead of a table")
-        ("profile", po::bool_switch(&profile), "device time per op kind over the timed repetitions, from backends that measure it (OpenCL profiling events)")
-        ("thermal-sim", "instead: the thermal governor on a simulated phone, no model (see dwell bench --thermal-sim --help)");
-    // clang-format on
-    add_runtime_options(desc, common);
-    po::variables_map vm;
-    if (!parse("bench", "-m MODEL [-p N] [-n N] [-r N] [--json] [options]", desc, args, vm)) {
-        return 0;
-    }
-    set_verbosity(common.verbosity);
-    if (n_prompt < 1) throw po::error("--n-prompt " + std::to_string(n_prompt) + " must be >= 1");
-    if (n_gen < 1) throw po::error("--n-gen " + std::to_string(n_gen) + " must be >= 1");
-    if (reps < 1) throw po::error("--repetitions " + std::to_string(reps) + " must be >= 1");
-    check_ctx(n_ctx);
-    if (depth < 0) throw po::error("--depth " + std::to_string(depth) + " must be >= 0");
-    SessionOptions so;
-    so.n_ctx = n_ctx;
-    // One graph for the whole prompt, as llama-bench's default batch does.
-    so.n_batch = std::max(so.n_batch, n_prompt);
-    if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
+    const std::optional<BenchArgs> parsed = parse_bench_args(args);
+    if (!parsed) return 0;
+    const BenchArgs& a = *parsed;
+    const SessionOptions so = bench_session_options(a);
 
-    RuntimeOptions ro = runtime_options(common);
-    // Every repetition decodes the same prompt: cached pages would make
-    // prefill free, so only the forks of the depth share pages.
-    ro.prefix_cache_bytes = 0;
-    Runtime runtime(ro);
-    auto model = Model::load(runtime, model_path);
-    const int64_t ctx = n_ctx > 0 ? n_ctx : model->info().n_ctx_train;
-    if (int64_t{depth} + n_prompt + n_gen + 1 > ctx) {
-        throw po::error("--depth " + std::to_string(depth) + " + -p " + std::to_string(n_prompt) +
-                        " + -n " + std::to_string(n_gen) + " + 1 exceeds the context of " +
-                        std::to_string(ctx) + " (raise --ctx)");
-    }
+    Runtime runtime(bench_runtime_options(a.common));
+    auto model = Model::load(runtime, a.model_path);
+    const int64_t ctx = checked_context(a, *model);
     const int32_t n_vocab = static_cast<int32_t>(model->info().n_vocab);
-    const std::vector<int32_t> prompt = prompt_ids(model->tokenizer(), n_vocab, n_prompt);
+    const std::vector<int32_t> prompt = prompt_ids(model->tokenizer(), n_vocab, a.n_prompt);
 
     // The context already holds `depth` tokens: filled once, then every
     // repetition forks it (sharing its pages) and times prefill and decode
     // on top.
     Session base(runtime, model, so);
-    const KvCache& kv = base.kv_cache();
-    if (depth > 0) {
-        ProgressBar fill("fill", depth);
-        const std::vector<int32_t> filler = prompt_ids(model->tokenizer(), n_vocab, depth);
-        for (int32_t start = 0; start < depth; start += so.n_batch) {
-            const int32_t n = std::min(so.n_batch, depth - start);
-            base.decode(std::span<const int32_t>(filler).subspan(static_cast<size_t>(start),
-                                                                 static_cast<size_t>(n)));
-            fill.update(start + n);
-        }
-    }
-    // Streamed weights: what the timed decodes read and waited for.
-    WeightStreamer* streamer = model->streamer();
-    WeightStreamStats decode_io{};
-    const auto add_delta = [&](const WeightStreamStats& a, const WeightStreamStats& b) {
-        decode_io.bytes_read += b.bytes_read - a.bytes_read;
-        decode_io.bytes_decompressed += b.bytes_decompressed - a.bytes_decompressed;
-        decode_io.wait_seconds += b.wait_seconds - a.wait_seconds;
-        decode_io.compute_seconds += b.compute_seconds - a.compute_seconds;
-        decode_io.read_seconds += b.read_seconds - a.read_seconds;
-        decode_io.decompress_seconds += b.decompress_seconds - a.decompress_seconds;
-        decode_io.demand_reads += b.demand_reads - a.demand_reads;
-        decode_io.unit_reads += b.unit_reads - a.unit_reads;
-    };
-    std::vector<Repetition> runs;
-    {
-        ProgressBar bar("bench", int64_t{reps + 1} * (n_gen + 1));
-        int64_t done = 0;
-        for (int32_t rep = 0; rep <= reps; ++rep) {
-            std::unique_ptr<Session> session = base.fork();
-            if (rep == 1 && profile) backend_profile(runtime, true);  // after the warm-up
-            Repetition r;
-            auto t0 = Clock::now();
-            const std::span<const float> logits = session->decode(prompt);
-            r.prefill_seconds = seconds_since(t0);
-            int32_t next = argmax(logits);
-            // TTFT includes choosing the token, as a user waits for that too.
-            r.ttft_seconds = seconds_since(t0);
-            bar.update(++done);
-            const WeightStreamStats io0 = streamer ? streamer->stats() : WeightStreamStats{};
-            t0 = Clock::now();
-            for (int32_t i = 0; i < n_gen; ++i) {
-                next = argmax(session->decode(std::span<const int32_t>(&next, 1)));
-                bar.update(++done);
-            }
-            r.decode_seconds = seconds_since(t0);
-            if (streamer && rep > 0) add_delta(io0, streamer->stats());
-            if (rep > 0) runs.push_back(r);  // repetition 0 warms caches and page tables
-        }
-    }
-    const std::string kv_name = dwell_dtype_name(kv.dtype());
-    // What a token costs in pages, padding at the end of each page included.
-    const double kv_page_bytes_per_token = static_cast<double>(runtime.kv_pages().page_bytes()) *
-                                           2.0 * kv.n_layer() /
-                                           static_cast<double>(kv.rows_per_page());
-
-    std::vector<double> pp, tg, ttft;
-    for (const Repetition& r : runs) {
-        pp.push_back(n_prompt / r.prefill_seconds);
-        tg.push_back(n_gen / r.decode_seconds);
-        ttft.push_back(r.ttft_seconds * 1e3);
-    }
-    const Spread pp_s = spread(pp), tg_s = spread(tg), ttft_s = spread(ttft);
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    const uint64_t peak_rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
-    std::error_code ec;
-    const uint64_t model_bytes = std::filesystem::file_size(model->path(), ec);
-    std::vector<std::string> backends;
-    for (const auto& b : runtime.backends()) backends.push_back(b->label());
-    const int32_t threads = effective_threads(runtime, common);
-
-    if (json) {
-        auto stats = [](const Spread& s) {
-            return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}};
-        };
-        nlohmann::json j = {
-            {"model", model->path().string()},
-            {"architecture", model->architecture()},
-            {"model_bytes", model_bytes},
-            {"weight_bytes", model->weight_bytes()},
-            {"weight_bytes_per_token", weight_bytes_per_token(*model)},
-            {"backends", backends},
-            {"threads", threads},
-            {"kv_type", kv_name},
-            {"kv_bytes_per_token", kv.bytes_per_token()},
-            {"kv_page_bytes_per_token", kv_page_bytes_per_token},
-            {"n_ctx", ctx},
-            {"depth", depth},
-            {"n_prompt", n_prompt},
-            {"n_gen", n_gen},
-            {"repetitions", reps},
-            {"prefill_tokens_per_second", stats(pp_s)},
-            {"decode_tokens_per_second", stats(tg_s)},
-            {"ttft_ms", stats(ttft_s)},
-            {"peak_rss_bytes", peak_rss},
-            {"weights", weights_json(runtime, streamer, decode_io, int64_t{reps} * n_gen)},
-        };
-        if (profile) j["profile"] = backend_profile(runtime, false);
-        std::cout << j.dump() << "\n";
-        return 0;
-    }
-    std::string labels;
-    for (const auto& b : backends) labels += (labels.empty() ? "" : ", ") + b;
-    std::printf("model    %s (%s, weights %s)\n", printable_text(model->path().string()).c_str(),
-                format_bytes(model_bytes).c_str(), format_bytes(model->weight_bytes()).c_str());
-    std::printf("backends %s | threads %d | ctx %lld | depth %d | %d repetitions\n", labels.c_str(),
-                threads, static_cast<long long>(ctx), depth, reps);
-    std::printf("kv       %s, %llu bytes per token (%.0f with page padding)\n", kv_name.c_str(),
-                static_cast<unsigned long long>(kv.bytes_per_token()), kv_page_bytes_per_token);
-    std::printf("%-18s %10s %10s %10s\n", "test", "median", "min", "max");
-    const std::string pp_name = "pp" + std::to_string(n_prompt) + " tok/s";
-    const std::string tg_name = "tg" + std::to_string(n_gen) + " tok/s";
-    std::printf("%-18s %10.2f %10.2f %10.2f\n", pp_name.c_str(), pp_s.median, pp_s.min, pp_s.max);
-    std::printf("%-18s %10.2f %10.2f %10.2f\n", tg_name.c_str(), tg_s.median, tg_s.min, tg_s.max);
-    std::printf("%-18s %10.2f %10.2f %10.2f\n", "TTFT ms", ttft_s.median, ttft_s.min, ttft_s.max);
-    std::printf("peak RSS %s\n", format_bytes(peak_rss).c_str());
-    if (profile) {
-        const nlohmann::json prof = backend_profile(runtime, false);
-        for (const auto& [backend, ops] : prof.items()) {
-            if (!ops.is_array()) {
-                std::printf("profile  %s: %s\n", backend.c_str(), ops.get<std::string>().c_str());
-                continue;
-            }
-            double total = 0;
-            for (const auto& o : ops) total += o["ms"].get<double>();
-            std::printf("profile  %s, %d repetitions (device time per op kind):\n", backend.c_str(),
-                        reps);
-            for (const auto& o : ops) {
-                std::printf(
-                    "  %-14s %8llu nodes %10.2f ms %5.1f%%\n", o["op"].get<std::string>().c_str(),
-                    static_cast<unsigned long long>(o["count"].get<uint64_t>()),
-                    o["ms"].get<double>(), total > 0 ? 100.0 * o["ms"].get<double>() / total : 0.0);
-            }
-        }
-    }
-    if (streamer) {
-        const nlohmann::json w = weights_json(runtime, streamer, decode_io, int64_t{reps} * n_gen);
-        std::printf("weights  %s\n", streamer->describe().c_str());
-        std::printf(
-            "         per decoded token: %s read, %s decompressed; compute %.1f ms, "
-            "waiting for weights %.1f ms; overlap of reading and compute %.0f%%\n",
-            format_bytes(w["read_bytes_per_token"].get<uint64_t>()).c_str(),
-            format_bytes(w["decompressed_bytes_per_token"].get<uint64_t>()).c_str(),
-            w["compute_ms_per_token"].get<double>(), w["wait_ms_per_token"].get<double>(),
-            100.0 * w["overlap"].get<double>());
+    if (a.depth > 0) fill_context(base, model->tokenizer(), n_vocab, a.depth, so.n_batch);
+    const WeightStreamer* streamer = model->streamer();
+    const Timings t = time_repetitions(runtime, base, prompt, a, streamer);
+    const BenchFigures f = bench_figures(a, runtime, *model, base.kv_cache(), t.runs, ctx);
+    if (a.json) {
+        print_json_report(a, f, runtime, *model, streamer, t.decode_io);
+    } else {
+        print_table_report(a, f, runtime, *model, streamer, t.decode_io);
     }
     return 0;
 }
