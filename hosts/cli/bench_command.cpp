@@ -164,44 +164,118 @@ nlohmann::json weights_json(const Runtime& runtime, const WeightStreamer* stream
     return j;
 }
 
+// The options of `dwell bench --thermal-sim`, checked.
+struct ThermalSimArgs {
+    double minutes = 10, noise = 0;
+    std::string csv_path, svg_path;  // empty: not written
+    ThermalConfig config;            // the manifest defaults, --target and --limit applied
+};
+
+// Parses and checks the options (po::error naming the flag); nullopt when
+// --help was printed.
+std::optional<ThermalSimArgs> parse_thermal_sim_args(const std::vector<std::string>& args) {
+    ThermalSimArgs a;
+    double target = 0, limit = 0;
+    bool sim = false;
+    po::options_description desc("dwell bench --thermal-sim");
+    // clang-format off
+    desc.add_options()
+        ("thermal-sim", po::bool_switch(&sim), "simulate the thermal governor (no model)")
+        ("minutes", po::value(&a.minutes)->default_value(10), "simulated minutes of continuous generation")
+        ("csv", po::value(&a.csv_path), "write the time series here, one row per period per policy")
+        ("svg", po::value(&a.svg_path), "write a plot of temperature and tok/s here")
+        ("target", po::value(&target), "target temperature, C (default: the manifest default, 42)")
+        ("limit", po::value(&limit), "hard limit, C (default: the manifest default, 48)")
+        ("noise", po::value(&a.noise)->default_value(0), "sensor noise, C (standard deviation, seeded)");
+    // clang-format on
+    po::variables_map vm;
+    if (!parse("bench", "--thermal-sim [--minutes 10] [--csv FILE] [--svg FILE]", desc, args, vm)) {
+        return std::nullopt;
+    }
+    a.config = thermal_sim_config();
+    if (vm.count("target")) a.config.target_c = target;
+    if (vm.count("limit")) a.config.limit_c = limit;
+    if (a.config.limit_c <= a.config.target_c) {
+        throw po::error("--limit " + std::to_string(a.config.limit_c) + " must be above --target " +
+                        std::to_string(a.config.target_c));
+    }
+    if (!(a.minutes > 0) || a.minutes > 24 * 60) {
+        throw po::error("--minutes " + std::to_string(a.minutes) + " must be in (0, 1440]");
+    }
+    if (a.noise < 0) throw po::error("--noise must be >= 0");
+    return a;
+}
+
+// A policy's trace as CSV rows (policy,t_s,temp_c,tok_s,...).
+void append_csv_rows(std::ostringstream& csv, const std::string& name,
+                     const std::vector<ThermalSample>& trace) {
+    char row[256];
+    for (const ThermalSample& x : trace) {
+        std::snprintf(row, sizeof row, "%s,%.1f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.1f\n", name.c_str(),
+                      x.t_s, x.temp_c, x.tok_s, x.actions.duty, x.actions.thread_share,
+                      x.actions.freq_capped ? 1 : 0, x.actions.offloaded ? 1 : 0, x.tokens_total);
+        csv << row;
+    }
+}
+
+// A policy's trace as the plot's temperature and tok/s series.
+void add_series(SvgPanel& temp_panel, SvgPanel& tok_panel, const std::string& name,
+                const char* color, const std::vector<ThermalSample>& trace) {
+    SvgSeries temp{name, color, {}, {}}, tok{name, color, {}, {}};
+    for (const ThermalSample& x : trace) {
+        temp.x.push_back(x.t_s);
+        temp.y.push_back(x.temp_c);
+        tok.x.push_back(x.t_s);
+        tok.y.push_back(x.tok_s);
+    }
+    temp_panel.series.push_back(std::move(temp));
+    tok_panel.series.push_back(std::move(tok));
+}
+
+nlohmann::json policy_summary_json(const ThermalSimSummary& s, double tail) {
+    return {{"max_temp_c", s.max_temp_c},
+            {"seconds_above_limit", s.seconds_above_limit},
+            {"tail_seconds", tail},
+            {"tail_mean_abs_error_c", s.tail_mean_abs_error_c},
+            {"tail_max_abs_error_c", s.tail_max_abs_error_c},
+            {"tail_swing_c", s.tail_swing_c},
+            {"tail_stops", s.tail_stops},
+            {"tokens", s.tokens},
+            {"mean_tok_s", s.mean_tok_s}};
+}
+
+// The target and the limit, dashed, across the temperature panel.
+void add_target_and_limit_lines(SvgPanel& temp_panel, const ThermalConfig& config, double seconds) {
+    for (const auto& [label, value, color] : {std::tuple{"target", config.target_c, "#2ca02c"},
+                                              std::tuple{"limit", config.limit_c, "#7f7f7f"}}) {
+        char text[48];
+        std::snprintf(text, sizeof text, "%s %.0f C", label, value);
+        temp_panel.series.push_back({text, color, {0.0, seconds}, {value, value}, true});
+    }
+}
+
+std::string thermal_plot_title(double minutes, const ThermalConfig& config) {
+    char title[160];
+    std::snprintf(title, sizeof title,
+                  "dwell thermal governor, simulated phone: %.0f min of generation, target %.0f C, "
+                  "limit %.0f C",
+                  minutes, config.target_c, config.limit_c);
+    return title;
+}
+
 // `dwell bench --thermal-sim`: the thermal governor on a simulated phone
 // (ThermalPlant), no model needed. Runs the three policies for the same
 // minutes of continuous generation; writes every period to a CSV, draws
 // temperature and tok/s in an SVG, prints a JSON summary per policy on
 // stdout and a table on stderr.
 int thermal_sim_bench(const std::vector<std::string>& args) {
-    double minutes = 10, target = 0, limit = 0, noise = 0;
-    std::string csv_path, svg_path;  // empty: not written
-    bool sim = false;
-    po::options_description desc("dwell bench --thermal-sim");
-    // clang-format off
-    desc.add_options()
-        ("thermal-sim", po::bool_switch(&sim), "simulate the thermal governor (no model)")
-        ("minutes", po::value(&minutes)->default_value(10), "simulated minutes of continuous generation")
-        ("csv", po::value(&csv_path), "write the time series here, one row per period per policy")
-        ("svg", po::value(&svg_path), "write a plot of temperature and tok/s here")
-        ("target", po::value(&target), "target temperature, C (default: the manifest default, 42)")
-        ("limit", po::value(&limit), "hard limit, C (default: the manifest default, 48)")
-        ("noise", po::value(&noise)->default_value(0), "sensor noise, C (standard deviation, seeded)");
-    // clang-format on
-    po::variables_map vm;
-    if (!parse("bench", "--thermal-sim [--minutes 10] [--csv FILE] [--svg FILE]", desc, args, vm)) {
-        return 0;
-    }
-    ThermalConfig config = thermal_sim_config();
-    if (vm.count("target")) config.target_c = target;
-    if (vm.count("limit")) config.limit_c = limit;
-    if (config.limit_c <= config.target_c) {
-        throw po::error("--limit " + std::to_string(config.limit_c) + " must be above --target " +
-                        std::to_string(config.target_c));
-    }
-    if (!(minutes > 0) || minutes > 24 * 60) {
-        throw po::error("--minutes " + std::to_string(minutes) + " must be in (0, 1440]");
-    }
-    if (noise < 0) throw po::error("--noise must be >= 0");
+    const std::optional<ThermalSimArgs> parsed = parse_thermal_sim_args(args);
+    if (!parsed) return 0;
+    const ThermalSimArgs& a = *parsed;
+    const ThermalConfig& config = a.config;
     ThermalPlantParams plant;
-    plant.sensor_noise_c = noise;
-    const double seconds = minutes * 60;
+    plant.sensor_noise_c = a.noise;
+    const double seconds = a.minutes * 60;
     // The steadiness figures look at the last half, at most 5 minutes: after
     // the initial approach.
     const double tail = std::min(300.0, seconds / 2);
@@ -210,12 +284,12 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                                          ThermalSimPolicy::dwell};
     const char* colors[] = {"#d62728", "#ff7f0e", "#1f77b4"};
     // Files only when asked: a run for the summary leaves nothing behind.
-    check_output_not_input({"--svg", svg_path}, {{"--csv", csv_path}});
+    check_output_not_input({"--svg", a.svg_path}, {{"--csv", a.csv_path}});
     std::optional<OutputFile> csv_file;
     std::ostringstream csv;
-    if (!csv_path.empty()) {
+    if (!a.csv_path.empty()) {
         // Refused before the simulation when the path cannot take the file.
-        csv_file.emplace(csv_path);
+        csv_file.emplace(a.csv_path);
         csv << "policy,t_s,temp_c,tok_s,duty,thread_share,freq_capped,offloaded,tokens_total\n";
     }
     SvgPanel temp_panel{"Hottest device temperature", "time (s)", "temperature (C)", {}};
@@ -227,31 +301,10 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
         const std::vector<ThermalSample> trace =
             run_thermal_sim(plant, config, policies[k], seconds);
         const std::string name = thermal_sim_policy_name(policies[k]);
-        SvgSeries temp{name, colors[k], {}, {}}, tok{name, colors[k], {}, {}};
-        char row[256];
-        for (const ThermalSample& x : trace) {
-            std::snprintf(row, sizeof row, "%s,%.1f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.1f\n", name.c_str(),
-                          x.t_s, x.temp_c, x.tok_s, x.actions.duty, x.actions.thread_share,
-                          x.actions.freq_capped ? 1 : 0, x.actions.offloaded ? 1 : 0,
-                          x.tokens_total);
-            if (csv_file) csv << row;
-            temp.x.push_back(x.t_s);
-            temp.y.push_back(x.temp_c);
-            tok.x.push_back(x.t_s);
-            tok.y.push_back(x.tok_s);
-        }
-        temp_panel.series.push_back(std::move(temp));
-        tok_panel.series.push_back(std::move(tok));
+        if (csv_file) append_csv_rows(csv, name, trace);
+        add_series(temp_panel, tok_panel, name, colors[k], trace);
         const ThermalSimSummary s = summarize_thermal_sim(trace, config, tail);
-        summary[name] = {{"max_temp_c", s.max_temp_c},
-                         {"seconds_above_limit", s.seconds_above_limit},
-                         {"tail_seconds", tail},
-                         {"tail_mean_abs_error_c", s.tail_mean_abs_error_c},
-                         {"tail_max_abs_error_c", s.tail_max_abs_error_c},
-                         {"tail_swing_c", s.tail_swing_c},
-                         {"tail_stops", s.tail_stops},
-                         {"tokens", s.tokens},
-                         {"mean_tok_s", s.mean_tok_s}};
+        summary[name] = policy_summary_json(s, tail);
         std::fprintf(stderr, "%-12s %8.2f %10.0f %10.2f %10.2f %10.0f %10.2f\n", name.c_str(),
                      s.max_temp_c, s.seconds_above_limit, s.tail_mean_abs_error_c, s.tail_swing_c,
                      s.tokens, s.mean_tok_s);
@@ -260,26 +313,18 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
         csv_file->write(csv.str());
         csv_file->commit();
     }
-    // The target and the limit, dashed, across the temperature panel.
-    for (const auto& [label, value, color] : {std::tuple{"target", config.target_c, "#2ca02c"},
-                                              std::tuple{"limit", config.limit_c, "#7f7f7f"}}) {
-        char text[48];
-        std::snprintf(text, sizeof text, "%s %.0f C", label, value);
-        temp_panel.series.push_back({text, color, {0.0, seconds}, {value, value}, true});
-    }
+    add_target_and_limit_lines(temp_panel, config, seconds);
     temp_panel.x_max = tok_panel.x_max = seconds;
     tok_panel.y_max = plant.full_tok_s * 1.1;
-    char title[160];
-    std::snprintf(title, sizeof title,
-                  "dwell thermal governor, simulated phone: %.0f min of generation, target %.0f C, "
-                  "limit %.0f C",
-                  minutes, config.target_c, config.limit_c);
-    if (!svg_path.empty()) write_output_file(svg_path, render_svg(title, {temp_panel, tok_panel}));
+    if (!a.svg_path.empty()) {
+        write_output_file(
+            a.svg_path, render_svg(thermal_plot_title(a.minutes, config), {temp_panel, tok_panel}));
+    }
     summary["target_c"] = config.target_c;
     summary["limit_c"] = config.limit_c;
-    summary["minutes"] = minutes;
-    if (!csv_path.empty()) summary["csv"] = csv_path;
-    if (!svg_path.empty()) summary["svg"] = svg_path;
+    summary["minutes"] = a.minutes;
+    if (!a.csv_path.empty()) summary["csv"] = a.csv_path;
+    if (!a.svg_path.empty()) summary["svg"] = a.svg_path;
     std::cout << summary.dump(2) << "\n";
     return 0;
 }
