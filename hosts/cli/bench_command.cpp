@@ -164,44 +164,118 @@ nlohmann::json weights_json(const Runtime& runtime, const WeightStreamer* stream
     return j;
 }
 
+// The options of `dwell bench --thermal-sim`, checked.
+struct ThermalSimArgs {
+    double minutes = 10, noise = 0;
+    std::string csv_path, svg_path;  // empty: not written
+    ThermalConfig config;            // the manifest defaults, --target and --limit applied
+};
+
+// Parses and checks the options (po::error naming the flag); nullopt when
+// --help was printed.
+std::optional<ThermalSimArgs> parse_thermal_sim_args(const std::vector<std::string>& args) {
+    ThermalSimArgs a;
+    double target = 0, limit = 0;
+    bool sim = false;
+    po::options_description desc("dwell bench --thermal-sim");
+    // clang-format off
+    desc.add_options()
+        ("thermal-sim", po::bool_switch(&sim), "simulate the thermal governor (no model)")
+        ("minutes", po::value(&a.minutes)->default_value(10), "simulated minutes of continuous generation")
+        ("csv", po::value(&a.csv_path), "write the time series here, one row per period per policy")
+        ("svg", po::value(&a.svg_path), "write a plot of temperature and tok/s here")
+        ("target", po::value(&target), "target temperature, C (default: the manifest default, 42)")
+        ("limit", po::value(&limit), "hard limit, C (default: the manifest default, 48)")
+        ("noise", po::value(&a.noise)->default_value(0), "sensor noise, C (standard deviation, seeded)");
+    // clang-format on
+    po::variables_map vm;
+    if (!parse("bench", "--thermal-sim [--minutes 10] [--csv FILE] [--svg FILE]", desc, args, vm)) {
+        return std::nullopt;
+    }
+    a.config = thermal_sim_config();
+    if (vm.count("target")) a.config.target_c = target;
+    if (vm.count("limit")) a.config.limit_c = limit;
+    if (a.config.limit_c <= a.config.target_c) {
+        throw po::error("--limit " + std::to_string(a.config.limit_c) + " must be above --target " +
+                        std::to_string(a.config.target_c));
+    }
+    if (!(a.minutes > 0) || a.minutes > 24 * 60) {
+        throw po::error("--minutes " + std::to_string(a.minutes) + " must be in (0, 1440]");
+    }
+    if (a.noise < 0) throw po::error("--noise must be >= 0");
+    return a;
+}
+
+// A policy's trace as CSV rows (policy,t_s,temp_c,tok_s,...).
+void append_csv_rows(std::ostringstream& csv, const std::string& name,
+                     const std::vector<ThermalSample>& trace) {
+    char row[256];
+    for (const ThermalSample& x : trace) {
+        std::snprintf(row, sizeof row, "%s,%.1f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.1f\n", name.c_str(),
+                      x.t_s, x.temp_c, x.tok_s, x.actions.duty, x.actions.thread_share,
+                      x.actions.freq_capped ? 1 : 0, x.actions.offloaded ? 1 : 0, x.tokens_total);
+        csv << row;
+    }
+}
+
+// A policy's trace as the plot's temperature and tok/s series.
+void add_series(SvgPanel& temp_panel, SvgPanel& tok_panel, const std::string& name,
+                const char* color, const std::vector<ThermalSample>& trace) {
+    SvgSeries temp{name, color, {}, {}}, tok{name, color, {}, {}};
+    for (const ThermalSample& x : trace) {
+        temp.x.push_back(x.t_s);
+        temp.y.push_back(x.temp_c);
+        tok.x.push_back(x.t_s);
+        tok.y.push_back(x.tok_s);
+    }
+    temp_panel.series.push_back(std::move(temp));
+    tok_panel.series.push_back(std::move(tok));
+}
+
+nlohmann::json policy_summary_json(const ThermalSimSummary& s, double tail) {
+    return {{"max_temp_c", s.max_temp_c},
+            {"seconds_above_limit", s.seconds_above_limit},
+            {"tail_seconds", tail},
+            {"tail_mean_abs_error_c", s.tail_mean_abs_error_c},
+            {"tail_max_abs_error_c", s.tail_max_abs_error_c},
+            {"tail_swing_c", s.tail_swing_c},
+            {"tail_stops", s.tail_stops},
+            {"tokens", s.tokens},
+            {"mean_tok_s", s.mean_tok_s}};
+}
+
+// The target and the limit, dashed, across the temperature panel.
+void add_target_and_limit_lines(SvgPanel& temp_panel, const ThermalConfig& config, double seconds) {
+    for (const auto& [label, value, color] : {std::tuple{"target", config.target_c, "#2ca02c"},
+                                              std::tuple{"limit", config.limit_c, "#7f7f7f"}}) {
+        char text[48];
+        std::snprintf(text, sizeof text, "%s %.0f C", label, value);
+        temp_panel.series.push_back({text, color, {0.0, seconds}, {value, value}, true});
+    }
+}
+
+std::string thermal_plot_title(double minutes, const ThermalConfig& config) {
+    char title[160];
+    std::snprintf(title, sizeof title,
+                  "dwell thermal governor, simulated phone: %.0f min of generation, target %.0f C, "
+                  "limit %.0f C",
+                  minutes, config.target_c, config.limit_c);
+    return title;
+}
+
 // `dwell bench --thermal-sim`: the thermal governor on a simulated phone
 // (ThermalPlant), no model needed. Runs the three policies for the same
 // minutes of continuous generation; writes every period to a CSV, draws
 // temperature and tok/s in an SVG, prints a JSON summary per policy on
 // stdout and a table on stderr.
 int thermal_sim_bench(const std::vector<std::string>& args) {
-    double minutes = 10, target = 0, limit = 0, noise = 0;
-    std::string csv_path, svg_path;  // empty: not written
-    bool sim = false;
-    po::options_description desc("dwell bench --thermal-sim");
-    // clang-format off
-    desc.add_options()
-        ("thermal-sim", po::bool_switch(&sim), "simulate the thermal governor (no model)")
-        ("minutes", po::value(&minutes)->default_value(10), "simulated minutes of continuous generation")
-        ("csv", po::value(&csv_path), "write the time series here, one row per period per policy")
-        ("svg", po::value(&svg_path), "write a plot of temperature and tok/s here")
-        ("target", po::value(&target), "target temperature, C (default: the manifest default, 42)")
-        ("limit", po::value(&limit), "hard limit, C (default: the manifest default, 48)")
-        ("noise", po::value(&noise)->default_value(0), "sensor noise, C (standard deviation, seeded)");
-    // clang-format on
-    po::variables_map vm;
-    if (!parse("bench", "--thermal-sim [--minutes 10] [--csv FILE] [--svg FILE]", desc, args, vm)) {
-        return 0;
-    }
-    ThermalConfig config = thermal_sim_config();
-    if (vm.count("target")) config.target_c = target;
-    if (vm.count("limit")) config.limit_c = limit;
-    if (config.limit_c <= config.target_c) {
-        throw po::error("--limit " + std::to_string(config.limit_c) + " must be above --target " +
-                        std::to_string(config.target_c));
-    }
-    if (!(minutes > 0) || minutes > 24 * 60) {
-        throw po::error("--minutes " + std::to_string(minutes) + " must be in (0, 1440]");
-    }
-    if (noise < 0) throw po::error("--noise must be >= 0");
+    const std::optional<ThermalSimArgs> parsed = parse_thermal_sim_args(args);
+    if (!parsed) return 0;
+    const ThermalSimArgs& a = *parsed;
+    const ThermalConfig& config = a.config;
     ThermalPlantParams plant;
-    plant.sensor_noise_c = noise;
-    const double seconds = minutes * 60;
+    plant.sensor_noise_c = a.noise;
+    const double seconds = a.minutes * 60;
     // The steadiness figures look at the last half, at most 5 minutes: after
     // the initial approach.
     const double tail = std::min(300.0, seconds / 2);
@@ -210,12 +284,12 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
                                          ThermalSimPolicy::dwell};
     const char* colors[] = {"#d62728", "#ff7f0e", "#1f77b4"};
     // Files only when asked: a run for the summary leaves nothing behind.
-    check_output_not_input({"--svg", svg_path}, {{"--csv", csv_path}});
+    check_output_not_input({"--svg", a.svg_path}, {{"--csv", a.csv_path}});
     std::optional<OutputFile> csv_file;
     std::ostringstream csv;
-    if (!csv_path.empty()) {
+    if (!a.csv_path.empty()) {
         // Refused before the simulation when the path cannot take the file.
-        csv_file.emplace(csv_path);
+        csv_file.emplace(a.csv_path);
         csv << "policy,t_s,temp_c,tok_s,duty,thread_share,freq_capped,offloaded,tokens_total\n";
     }
     SvgPanel temp_panel{"Hottest device temperature", "time (s)", "temperature (C)", {}};
@@ -227,31 +301,10 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
         const std::vector<ThermalSample> trace =
             run_thermal_sim(plant, config, policies[k], seconds);
         const std::string name = thermal_sim_policy_name(policies[k]);
-        SvgSeries temp{name, colors[k], {}, {}}, tok{name, colors[k], {}, {}};
-        char row[256];
-        for (const ThermalSample& x : trace) {
-            std::snprintf(row, sizeof row, "%s,%.1f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.1f\n", name.c_str(),
-                          x.t_s, x.temp_c, x.tok_s, x.actions.duty, x.actions.thread_share,
-                          x.actions.freq_capped ? 1 : 0, x.actions.offloaded ? 1 : 0,
-                          x.tokens_total);
-            if (csv_file) csv << row;
-            temp.x.push_back(x.t_s);
-            temp.y.push_back(x.temp_c);
-            tok.x.push_back(x.t_s);
-            tok.y.push_back(x.tok_s);
-        }
-        temp_panel.series.push_back(std::move(temp));
-        tok_panel.series.push_back(std::move(tok));
+        if (csv_file) append_csv_rows(csv, name, trace);
+        add_series(temp_panel, tok_panel, name, colors[k], trace);
         const ThermalSimSummary s = summarize_thermal_sim(trace, config, tail);
-        summary[name] = {{"max_temp_c", s.max_temp_c},
-                         {"seconds_above_limit", s.seconds_above_limit},
-                         {"tail_seconds", tail},
-                         {"tail_mean_abs_error_c", s.tail_mean_abs_error_c},
-                         {"tail_max_abs_error_c", s.tail_max_abs_error_c},
-                         {"tail_swing_c", s.tail_swing_c},
-                         {"tail_stops", s.tail_stops},
-                         {"tokens", s.tokens},
-                         {"mean_tok_s", s.mean_tok_s}};
+        summary[name] = policy_summary_json(s, tail);
         std::fprintf(stderr, "%-12s %8.2f %10.0f %10.2f %10.2f %10.0f %10.2f\n", name.c_str(),
                      s.max_temp_c, s.seconds_above_limit, s.tail_mean_abs_error_c, s.tail_swing_c,
                      s.tokens, s.mean_tok_s);
@@ -260,28 +313,303 @@ int thermal_sim_bench(const std::vector<std::string>& args) {
         csv_file->write(csv.str());
         csv_file->commit();
     }
-    // The target and the limit, dashed, across the temperature panel.
-    for (const auto& [label, value, color] : {std::tuple{"target", config.target_c, "#2ca02c"},
-                                              std::tuple{"limit", config.limit_c, "#7f7f7f"}}) {
-        char text[48];
-        std::snprintf(text, sizeof text, "%s %.0f C", label, value);
-        temp_panel.series.push_back({text, color, {0.0, seconds}, {value, value}, true});
-    }
+    add_target_and_limit_lines(temp_panel, config, seconds);
     temp_panel.x_max = tok_panel.x_max = seconds;
     tok_panel.y_max = plant.full_tok_s * 1.1;
-    char title[160];
-    std::snprintf(title, sizeof title,
-                  "dwell thermal governor, simulated phone: %.0f min of generation, target %.0f C, "
-                  "limit %.0f C",
-                  minutes, config.target_c, config.limit_c);
-    if (!svg_path.empty()) write_output_file(svg_path, render_svg(title, {temp_panel, tok_panel}));
+    if (!a.svg_path.empty()) {
+        write_output_file(
+            a.svg_path, render_svg(thermal_plot_title(a.minutes, config), {temp_panel, tok_panel}));
+    }
     summary["target_c"] = config.target_c;
     summary["limit_c"] = config.limit_c;
-    summary["minutes"] = minutes;
-    if (!csv_path.empty()) summary["csv"] = csv_path;
-    if (!svg_path.empty()) summary["svg"] = svg_path;
+    summary["minutes"] = a.minutes;
+    if (!a.csv_path.empty()) summary["csv"] = a.csv_path;
+    if (!a.svg_path.empty()) summary["svg"] = a.svg_path;
     std::cout << summary.dump(2) << "\n";
     return 0;
+}
+
+// The options of `dwell bench` with a model (the thermal simulation has
+// its own).
+struct BenchArgs {
+    CommonArgs common;
+    std::string model_path, kv_type;
+    int32_t n_prompt = 128, n_gen = 64, reps = 5, n_ctx = 0, depth = 0;
+    bool json = false;
+    bool profile = false;
+};
+
+// Parses and checks the options, before anything loads (po::error naming
+// the flag); nullopt when --help was printed.
+std::optional<BenchArgs> parse_bench_args(const std::vector<std::string>& args) {
+    BenchArgs a;
+    po::options_description desc("dwell bench");
+    // clang-format off
+    desc.add_options()
+        ("model,m", po::value(&a.model_path)->required(), "model file (GGUF or dwell pack)")
+        ("n-prompt,p", po::value(&a.n_prompt)->default_value(128), "prompt tokens decoded in one call (prefill)")
+        ("n-gen,n", po::value(&a.n_gen)->default_value(64), "tokens generated one at a time, greedily (decode)")
+        ("repetitions,r", po::value(&a.reps)->default_value(5), "timed repetitions, after one untimed warm-up")
+        ("ctx,c", po::value(&a.n_ctx)->default_value(0), "context size (0: the model's)")
+        ("depth,d", po::value(&a.depth)->default_value(0), "tokens already in the context when prefill and decode are timed")
+        ("kv-type", po::value(&a.kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32 (default: the manifest's [kv] dtype)")
+        ("json", po::bool_switch(&a.json), "print one JSON object instead of a table")
+        ("profile", po::bool_switch(&a.profile), "device time per op kind over the timed repetitions, from backends that measure it (OpenCL profiling events)")
+        ("thermal-sim", "instead: the thermal governor on a simulated phone, no model (see dwell bench --thermal-sim --help)");
+    // clang-format on
+    add_runtime_options(desc, a.common);
+    po::variables_map vm;
+    if (!parse("bench", "-m MODEL [-p N] [-n N] [-r N] [--json] [options]", desc, args, vm)) {
+        return std::nullopt;
+    }
+    set_verbosity(a.common.verbosity);
+    if (a.n_prompt < 1)
+        throw po::error("--n-prompt " + std::to_string(a.n_prompt) + " must be >= 1");
+    if (a.n_gen < 1) throw po::error("--n-gen " + std::to_string(a.n_gen) + " must be >= 1");
+    if (a.reps < 1) throw po::error("--repetitions " + std::to_string(a.reps) + " must be >= 1");
+    check_ctx(a.n_ctx);
+    if (a.depth < 0) throw po::error("--depth " + std::to_string(a.depth) + " must be >= 0");
+    return a;
+}
+
+SessionOptions bench_session_options(const BenchArgs& a) {
+    SessionOptions so;
+    so.n_ctx = a.n_ctx;
+    // One graph for the whole prompt, as llama-bench's default batch does.
+    so.n_batch = std::max(so.n_batch, a.n_prompt);
+    if (!a.kv_type.empty()) so.kv_dtype = parse_kv_type(a.kv_type);
+    return so;
+}
+
+RuntimeOptions bench_runtime_options(const CommonArgs& common) {
+    RuntimeOptions ro = runtime_options(common);
+    // Every repetition decodes the same prompt: cached pages would make
+    // prefill free, so only the forks of the depth share pages.
+    ro.prefix_cache_bytes = 0;
+    return ro;
+}
+
+// The context size the session gets; throws po::error when the depth, the
+// prompt and the generated tokens do not fit in it.
+int64_t checked_context(const BenchArgs& a, const Model& model) {
+    const int64_t ctx = a.n_ctx > 0 ? a.n_ctx : model.info().n_ctx_train;
+    if (int64_t{a.depth} + a.n_prompt + a.n_gen + 1 > ctx) {
+        throw po::error("--depth " + std::to_string(a.depth) + " + -p " +
+                        std::to_string(a.n_prompt) + " + -n " + std::to_string(a.n_gen) +
+                        " + 1 exceeds the context of " + std::to_string(ctx) + " (raise --ctx)");
+    }
+    return ctx;
+}
+
+// Decodes `depth` filler tokens into `base`, n_batch at a time, so that
+// every repetition times prefill and decode on top of a filled context.
+void fill_context(Session& base, const Tokenizer& tok, int32_t n_vocab, int32_t depth,
+                  int32_t n_batch) {
+    ProgressBar fill("fill", depth);
+    const std::vector<int32_t> filler = prompt_ids(tok, n_vocab, depth);
+    for (int32_t start = 0; start < depth; start += n_batch) {
+        const int32_t n = std::min(n_batch, depth - start);
+        base.decode(std::span<const int32_t>(filler).subspan(static_cast<size_t>(start),
+                                                             static_cast<size_t>(n)));
+        fill.update(start + n);
+    }
+}
+
+// Adds to `sum` what the weight reader did between two of its snapshots.
+void add_stream_delta(WeightStreamStats& sum, const WeightStreamStats& a,
+                      const WeightStreamStats& b) {
+    sum.bytes_read += b.bytes_read - a.bytes_read;
+    sum.bytes_decompressed += b.bytes_decompressed - a.bytes_decompressed;
+    sum.wait_seconds += b.wait_seconds - a.wait_seconds;
+    sum.compute_seconds += b.compute_seconds - a.compute_seconds;
+    sum.read_seconds += b.read_seconds - a.read_seconds;
+    sum.decompress_seconds += b.decompress_seconds - a.decompress_seconds;
+    sum.demand_reads += b.demand_reads - a.demand_reads;
+    sum.unit_reads += b.unit_reads - a.unit_reads;
+}
+
+// Prefill of the prompt, then n_gen greedy decodes, on `session`; the bar
+// advances once per decode call. With `decode_io`, the weight reader's
+// work during the decodes is added to it.
+Repetition time_repetition(Session& session, const std::vector<int32_t>& prompt, int32_t n_gen,
+                           ProgressBar& bar, int64_t& done, const WeightStreamer* streamer,
+                           WeightStreamStats* decode_io) {
+    Repetition r;
+    auto t0 = Clock::now();
+    const std::span<const float> logits = session.decode(prompt);
+    r.prefill_seconds = seconds_since(t0);
+    int32_t next = argmax(logits);
+    // TTFT includes choosing the token, as a user waits for that too.
+    r.ttft_seconds = seconds_since(t0);
+    bar.update(++done);
+    const WeightStreamStats io0 = streamer ? streamer->stats() : WeightStreamStats{};
+    t0 = Clock::now();
+    for (int32_t i = 0; i < n_gen; ++i) {
+        next = argmax(session.decode(std::span<const int32_t>(&next, 1)));
+        bar.update(++done);
+    }
+    r.decode_seconds = seconds_since(t0);
+    if (streamer && decode_io) add_stream_delta(*decode_io, io0, streamer->stats());
+    return r;
+}
+
+struct Timings {
+    std::vector<Repetition> runs;
+    // Streamed weights: what the timed decodes read and waited for.
+    WeightStreamStats decode_io{};
+};
+
+// One untimed warm-up, then the timed repetitions, each on a fresh fork of
+// `base` (sharing its pages). With --profile the backends' op times start
+// over after the warm-up.
+Timings time_repetitions(const Runtime& runtime, const Session& base,
+                         const std::vector<int32_t>& prompt, const BenchArgs& a,
+                         const WeightStreamer* streamer) {
+    Timings t;
+    ProgressBar bar("bench", int64_t{a.reps + 1} * (a.n_gen + 1));
+    int64_t done = 0;
+    for (int32_t rep = 0; rep <= a.reps; ++rep) {
+        std::unique_ptr<Session> session = base.fork();
+        if (rep == 1 && a.profile) backend_profile(runtime, true);  // after the warm-up
+        // Repetition 0 warms caches and page tables.
+        const Repetition r = time_repetition(*session, prompt, a.n_gen, bar, done, streamer,
+                                             rep > 0 ? &t.decode_io : nullptr);
+        if (rep > 0) t.runs.push_back(r);
+    }
+    return t;
+}
+
+// What both reports show, from the timings and the loaded runtime.
+struct BenchFigures {
+    Spread pp, tg, ttft;
+    std::string kv_name;
+    uint64_t kv_bytes_per_token = 0;
+    double kv_page_bytes_per_token = 0;
+    uint64_t peak_rss = 0;
+    uint64_t model_bytes = 0;
+    std::vector<std::string> backends;
+    int32_t threads = 0;
+    int64_t ctx = 0;
+};
+
+BenchFigures bench_figures(const BenchArgs& a, Runtime& runtime, const Model& model,
+                           const KvCache& kv, const std::vector<Repetition>& runs, int64_t ctx) {
+    BenchFigures f;
+    f.kv_name = dwell_dtype_name(kv.dtype());
+    f.kv_bytes_per_token = kv.bytes_per_token();
+    // What a token costs in pages, padding at the end of each page included.
+    f.kv_page_bytes_per_token = static_cast<double>(runtime.kv_pages().page_bytes()) * 2.0 *
+                                kv.n_layer() / static_cast<double>(kv.rows_per_page());
+
+    std::vector<double> pp, tg, ttft;
+    for (const Repetition& r : runs) {
+        pp.push_back(a.n_prompt / r.prefill_seconds);
+        tg.push_back(a.n_gen / r.decode_seconds);
+        ttft.push_back(r.ttft_seconds * 1e3);
+    }
+    f.pp = spread(pp);
+    f.tg = spread(tg);
+    f.ttft = spread(ttft);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    f.peak_rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+    std::error_code ec;
+    f.model_bytes = std::filesystem::file_size(model.path(), ec);
+    for (const auto& b : runtime.backends()) f.backends.push_back(b->label());
+    f.threads = effective_threads(runtime, a.common);
+    f.ctx = ctx;
+    return f;
+}
+
+// One JSON object on one line.
+void print_json_report(const BenchArgs& a, const BenchFigures& f, const Runtime& runtime,
+                       const Model& model, const WeightStreamer* streamer,
+                       const WeightStreamStats& decode_io) {
+    auto stats = [](const Spread& s) {
+        return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}};
+    };
+    nlohmann::json j = {
+        {"model", model.path().string()},
+        {"architecture", model.architecture()},
+        {"model_bytes", f.model_bytes},
+        {"weight_bytes", model.weight_bytes()},
+        {"weight_bytes_per_token", weight_bytes_per_token(model)},
+        {"backends", f.backends},
+        {"threads", f.threads},
+        {"kv_type", f.kv_name},
+        {"kv_bytes_per_token", f.kv_bytes_per_token},
+        {"kv_page_bytes_per_token", f.kv_page_bytes_per_token},
+        {"n_ctx", f.ctx},
+        {"depth", a.depth},
+        {"n_prompt", a.n_prompt},
+        {"n_gen", a.n_gen},
+        {"repetitions", a.reps},
+        {"prefill_tokens_per_second", stats(f.pp)},
+        {"decode_tokens_per_second", stats(f.tg)},
+        {"ttft_ms", stats(f.ttft)},
+        {"peak_rss_bytes", f.peak_rss},
+        {"weights", weights_json(runtime, streamer, decode_io, int64_t{a.reps} * a.n_gen)},
+    };
+    if (a.profile) j["profile"] = backend_profile(runtime, false);
+    std::cout << j.dump() << "\n";
+}
+
+// Per backend that measures it, each op kind's device time and share.
+void print_profile_table(const Runtime& runtime, int32_t reps) {
+    const nlohmann::json prof = backend_profile(runtime, false);
+    for (const auto& [backend, ops] : prof.items()) {
+        if (!ops.is_array()) {
+            std::printf("profile  %s: %s\n", backend.c_str(), ops.get<std::string>().c_str());
+            continue;
+        }
+        double total = 0;
+        for (const auto& o : ops) total += o["ms"].get<double>();
+        std::printf("profile  %s, %d repetitions (device time per op kind):\n", backend.c_str(),
+                    reps);
+        for (const auto& o : ops) {
+            std::printf(
+                "  %-14s %8llu nodes %10.2f ms %5.1f%%\n", o["op"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(o["count"].get<uint64_t>()), o["ms"].get<double>(),
+                total > 0 ? 100.0 * o["ms"].get<double>() / total : 0.0);
+        }
+    }
+}
+
+// What streaming the weights cost per decoded token.
+void print_weight_streaming(const Runtime& runtime, const WeightStreamer& streamer,
+                            const WeightStreamStats& decode_io, int64_t tokens) {
+    const nlohmann::json w = weights_json(runtime, &streamer, decode_io, tokens);
+    std::printf("weights  %s\n", streamer.describe().c_str());
+    std::printf(
+        "         per decoded token: %s read, %s decompressed; compute %.1f ms, "
+        "waiting for weights %.1f ms; overlap of reading and compute %.0f%%\n",
+        format_bytes(w["read_bytes_per_token"].get<uint64_t>()).c_str(),
+        format_bytes(w["decompressed_bytes_per_token"].get<uint64_t>()).c_str(),
+        w["compute_ms_per_token"].get<double>(), w["wait_ms_per_token"].get<double>(),
+        100.0 * w["overlap"].get<double>());
+}
+
+// The table for a reader, llama-bench's test names in the first column.
+void print_table_report(const BenchArgs& a, const BenchFigures& f, const Runtime& runtime,
+                        const Model& model, const WeightStreamer* streamer,
+                        const WeightStreamStats& decode_io) {
+    std::string labels;
+    for (const auto& b : f.backends) labels += (labels.empty() ? "" : ", ") + b;
+    std::printf("model    %s (%s, weights %s)\n", printable_text(model.path().string()).c_str(),
+                format_bytes(f.model_bytes).c_str(), format_bytes(model.weight_bytes()).c_str());
+    std::printf("backends %s | threads %d | ctx %lld | depth %d | %d repetitions\n", labels.c_str(),
+                f.threads, static_cast<long long>(f.ctx), a.depth, a.reps);
+    std::printf("kv       %s, %llu bytes per token (%.0f with page padding)\n", f.kv_name.c_str(),
+                static_cast<unsigned long long>(f.kv_bytes_per_token), f.kv_page_bytes_per_token);
+    std::printf("%-18s %10s %10s %10s\n", "test", "median", "min", "max");
+    const std::string pp_name = "pp" + std::to_string(a.n_prompt) + " tok/s";
+    const std::string tg_name = "tg" + std::to_string(a.n_gen) + " tok/s";
+    std::printf("%-18s %10.2f %10.2f %10.2f\n", pp_name.c_str(), f.pp.median, f.pp.min, f.pp.max);
+    std::printf("%-18s %10.2f %10.2f %10.2f\n", tg_name.c_str(), f.tg.median, f.tg.min, f.tg.max);
+    std::printf("%-18s %10.2f %10.2f %10.2f\n", "TTFT ms", f.ttft.median, f.ttft.min, f.ttft.max);
+    std::printf("peak RSS %s\n", format_bytes(f.peak_rss).c_str());
+    if (a.profile) print_profile_table(runtime, a.reps);
+    if (streamer) print_weight_streaming(runtime, *streamer, decode_io, int64_t{a.reps} * a.n_gen);
 }
 
 }  // namespace
@@ -291,207 +619,29 @@ int bench_command(const std::vector<std::string>& args) {
     if (std::find(args.begin(), args.end(), "--thermal-sim") != args.end()) {
         return thermal_sim_bench(args);
     }
-    CommonArgs common;
-    std::string model_path, kv_type;
-    int32_t n_prompt = 128, n_gen = 64, reps = 5, n_ctx = 0, depth = 0;
-    bool json = false;
-    bool profile = false;
-    po::options_description desc("dwell bench");
-    // clang-format off
-    desc.add_options()
-        ("model,m", po::value(&model_path)->required(), "model file (GGUF or dwell pack)")
-        ("n-prompt,p", po::value(&n_prompt)->default_value(128), "prompt tokens decoded in one call (prefill)")
-        ("n-gen,n", po::value(&n_gen)->default_value(64), "tokens generated one at a time, greedily (decode)")
-        ("repetitions,r", po::value(&reps)->default_value(5), "timed repetitions, after one untimed warm-up")
-        ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
-        ("depth,d", po::value(&depth)->default_value(0), "tokens already in the context when prefill and decode are timed")
-        ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32 (default: the manifest's [kv] dtype)")
-        ("json", po::bool_switch(&json), "print one JSON object instead of a table")
-        ("profile", po::bool_switch(&profile), "device time per op kind over the timed repetitions, from backends that measure it (OpenCL profiling events)")
-        ("thermal-sim", "instead: the thermal governor on a simulated phone, no model (see dwell bench --thermal-sim --help)");
-    // clang-format on
-    add_runtime_options(desc, common);
-    po::variables_map vm;
-    if (!parse("bench", "-m MODEL [-p N] [-n N] [-r N] [--json] [options]", desc, args, vm)) {
-        return 0;
-    }
-    set_verbosity(common.verbosity);
-    if (n_prompt < 1) throw po::error("--n-prompt " + std::to_string(n_prompt) + " must be >= 1");
-    if (n_gen < 1) throw po::error("--n-gen " + std::to_string(n_gen) + " must be >= 1");
-    if (reps < 1) throw po::error("--repetitions " + std::to_string(reps) + " must be >= 1");
-    check_ctx(n_ctx);
-    if (depth < 0) throw po::error("--depth " + std::to_string(depth) + " must be >= 0");
-    SessionOptions so;
-    so.n_ctx = n_ctx;
-    // One graph for the whole prompt, as llama-bench's default batch does.
-    so.n_batch = std::max(so.n_batch, n_prompt);
-    if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
+    const std::optional<BenchArgs> parsed = parse_bench_args(args);
+    if (!parsed) return 0;
+    const BenchArgs& a = *parsed;
+    const SessionOptions so = bench_session_options(a);
 
-    RuntimeOptions ro = runtime_options(common);
-    // Every repetition decodes the same prompt: cached pages would make
-    // prefill free, so only the forks of the depth share pages.
-    ro.prefix_cache_bytes = 0;
-    Runtime runtime(ro);
-    auto model = Model::load(runtime, model_path, terminal_load_progress());
-    const int64_t ctx = n_ctx > 0 ? n_ctx : model->info().n_ctx_train;
-    if (int64_t{depth} + n_prompt + n_gen + 1 > ctx) {
-        throw po::error("--depth " + std::to_string(depth) + " + -p " + std::to_string(n_prompt) +
-                        " + -n " + std::to_string(n_gen) + " + 1 exceeds the context of " +
-                        std::to_string(ctx) + " (raise --ctx)");
-    }
+    Runtime runtime(bench_runtime_options(a.common));
+    auto model = Model::load(runtime, a.model_path, terminal_load_progress());
+    const int64_t ctx = checked_context(a, *model);
     const int32_t n_vocab = static_cast<int32_t>(model->info().n_vocab);
-    const std::vector<int32_t> prompt = prompt_ids(model->tokenizer(), n_vocab, n_prompt);
+    const std::vector<int32_t> prompt = prompt_ids(model->tokenizer(), n_vocab, a.n_prompt);
 
     // The context already holds `depth` tokens: filled once, then every
     // repetition forks it (sharing its pages) and times prefill and decode
     // on top.
     Session base(runtime, model, so);
-    const KvCache& kv = base.kv_cache();
-    if (depth > 0) {
-        ProgressBar fill("fill", depth);
-        const std::vector<int32_t> filler = prompt_ids(model->tokenizer(), n_vocab, depth);
-        for (int32_t start = 0; start < depth; start += so.n_batch) {
-            const int32_t n = std::min(so.n_batch, depth - start);
-            base.decode(std::span<const int32_t>(filler).subspan(static_cast<size_t>(start),
-                                                                 static_cast<size_t>(n)));
-            fill.update(start + n);
-        }
-    }
-    // Streamed weights: what the timed decodes read and waited for.
-    WeightStreamer* streamer = model->streamer();
-    WeightStreamStats decode_io{};
-    const auto add_delta = [&](const WeightStreamStats& a, const WeightStreamStats& b) {
-        decode_io.bytes_read += b.bytes_read - a.bytes_read;
-        decode_io.bytes_decompressed += b.bytes_decompressed - a.bytes_decompressed;
-        decode_io.wait_seconds += b.wait_seconds - a.wait_seconds;
-        decode_io.compute_seconds += b.compute_seconds - a.compute_seconds;
-        decode_io.read_seconds += b.read_seconds - a.read_seconds;
-        decode_io.decompress_seconds += b.decompress_seconds - a.decompress_seconds;
-        decode_io.demand_reads += b.demand_reads - a.demand_reads;
-        decode_io.unit_reads += b.unit_reads - a.unit_reads;
-    };
-    std::vector<Repetition> runs;
-    {
-        ProgressBar bar("bench", int64_t{reps + 1} * (n_gen + 1));
-        int64_t done = 0;
-        for (int32_t rep = 0; rep <= reps; ++rep) {
-            std::unique_ptr<Session> session = base.fork();
-            if (rep == 1 && profile) backend_profile(runtime, true);  // after the warm-up
-            Repetition r;
-            auto t0 = Clock::now();
-            const std::span<const float> logits = session->decode(prompt);
-            r.prefill_seconds = seconds_since(t0);
-            int32_t next = argmax(logits);
-            // TTFT includes choosing the token, as a user waits for that too.
-            r.ttft_seconds = seconds_since(t0);
-            bar.update(++done);
-            const WeightStreamStats io0 = streamer ? streamer->stats() : WeightStreamStats{};
-            t0 = Clock::now();
-            for (int32_t i = 0; i < n_gen; ++i) {
-                next = argmax(session->decode(std::span<const int32_t>(&next, 1)));
-                bar.update(++done);
-            }
-            r.decode_seconds = seconds_since(t0);
-            if (streamer && rep > 0) add_delta(io0, streamer->stats());
-            if (rep > 0) runs.push_back(r);  // repetition 0 warms caches and page tables
-        }
-    }
-    const std::string kv_name = dwell_dtype_name(kv.dtype());
-    // What a token costs in pages, padding at the end of each page included.
-    const double kv_page_bytes_per_token = static_cast<double>(runtime.kv_pages().page_bytes()) *
-                                           2.0 * kv.n_layer() /
-                                           static_cast<double>(kv.rows_per_page());
-
-    std::vector<double> pp, tg, ttft;
-    for (const Repetition& r : runs) {
-        pp.push_back(n_prompt / r.prefill_seconds);
-        tg.push_back(n_gen / r.decode_seconds);
-        ttft.push_back(r.ttft_seconds * 1e3);
-    }
-    const Spread pp_s = spread(pp), tg_s = spread(tg), ttft_s = spread(ttft);
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    const uint64_t peak_rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
-    std::error_code ec;
-    const uint64_t model_bytes = std::filesystem::file_size(model->path(), ec);
-    std::vector<std::string> backends;
-    for (const auto& b : runtime.backends()) backends.push_back(b->label());
-    const int32_t threads = effective_threads(runtime, common);
-
-    if (json) {
-        auto stats = [](const Spread& s) {
-            return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}};
-        };
-        nlohmann::json j = {
-            {"model", model->path().string()},
-            {"architecture", model->architecture()},
-            {"model_bytes", model_bytes},
-            {"weight_bytes", model->weight_bytes()},
-            {"weight_bytes_per_token", weight_bytes_per_token(*model)},
-            {"backends", backends},
-            {"threads", threads},
-            {"kv_type", kv_name},
-            {"kv_bytes_per_token", kv.bytes_per_token()},
-            {"kv_page_bytes_per_token", kv_page_bytes_per_token},
-            {"n_ctx", ctx},
-            {"depth", depth},
-            {"n_prompt", n_prompt},
-            {"n_gen", n_gen},
-            {"repetitions", reps},
-            {"prefill_tokens_per_second", stats(pp_s)},
-            {"decode_tokens_per_second", stats(tg_s)},
-            {"ttft_ms", stats(ttft_s)},
-            {"peak_rss_bytes", peak_rss},
-            {"weights", weights_json(runtime, streamer, decode_io, int64_t{reps} * n_gen)},
-        };
-        if (profile) j["profile"] = backend_profile(runtime, false);
-        std::cout << j.dump() << "\n";
-        return 0;
-    }
-    std::string labels;
-    for (const auto& b : backends) labels += (labels.empty() ? "" : ", ") + b;
-    std::printf("model    %s (%s, weights %s)\n", printable_text(model->path().string()).c_str(),
-                format_bytes(model_bytes).c_str(), format_bytes(model->weight_bytes()).c_str());
-    std::printf("backends %s | threads %d | ctx %lld | depth %d | %d repetitions\n", labels.c_str(),
-                threads, static_cast<long long>(ctx), depth, reps);
-    std::printf("kv       %s, %llu bytes per token (%.0f with page padding)\n", kv_name.c_str(),
-                static_cast<unsigned long long>(kv.bytes_per_token()), kv_page_bytes_per_token);
-    std::printf("%-18s %10s %10s %10s\n", "test", "median", "min", "max");
-    const std::string pp_name = "pp" + std::to_string(n_prompt) + " tok/s";
-    const std::string tg_name = "tg" + std::to_string(n_gen) + " tok/s";
-    std::printf("%-18s %10.2f %10.2f %10.2f\n", pp_name.c_str(), pp_s.median, pp_s.min, pp_s.max);
-    std::printf("%-18s %10.2f %10.2f %10.2f\n", tg_name.c_str(), tg_s.median, tg_s.min, tg_s.max);
-    std::printf("%-18s %10.2f %10.2f %10.2f\n", "TTFT ms", ttft_s.median, ttft_s.min, ttft_s.max);
-    std::printf("peak RSS %s\n", format_bytes(peak_rss).c_str());
-    if (profile) {
-        const nlohmann::json prof = backend_profile(runtime, false);
-        for (const auto& [backend, ops] : prof.items()) {
-            if (!ops.is_array()) {
-                std::printf("profile  %s: %s\n", backend.c_str(), ops.get<std::string>().c_str());
-                continue;
-            }
-            double total = 0;
-            for (const auto& o : ops) total += o["ms"].get<double>();
-            std::printf("profile  %s, %d repetitions (device time per op kind):\n", backend.c_str(),
-                        reps);
-            for (const auto& o : ops) {
-                std::printf(
-                    "  %-14s %8llu nodes %10.2f ms %5.1f%%\n", o["op"].get<std::string>().c_str(),
-                    static_cast<unsigned long long>(o["count"].get<uint64_t>()),
-                    o["ms"].get<double>(), total > 0 ? 100.0 * o["ms"].get<double>() / total : 0.0);
-            }
-        }
-    }
-    if (streamer) {
-        const nlohmann::json w = weights_json(runtime, streamer, decode_io, int64_t{reps} * n_gen);
-        std::printf("weights  %s\n", streamer->describe().c_str());
-        std::printf(
-            "         per decoded token: %s read, %s decompressed; compute %.1f ms, "
-            "waiting for weights %.1f ms; overlap of reading and compute %.0f%%\n",
-            format_bytes(w["read_bytes_per_token"].get<uint64_t>()).c_str(),
-            format_bytes(w["decompressed_bytes_per_token"].get<uint64_t>()).c_str(),
-            w["compute_ms_per_token"].get<double>(), w["wait_ms_per_token"].get<double>(),
-            100.0 * w["overlap"].get<double>());
+    if (a.depth > 0) fill_context(base, model->tokenizer(), n_vocab, a.depth, so.n_batch);
+    const WeightStreamer* streamer = model->streamer();
+    const Timings t = time_repetitions(runtime, base, prompt, a, streamer);
+    const BenchFigures f = bench_figures(a, runtime, *model, base.kv_cache(), t.runs, ctx);
+    if (a.json) {
+        print_json_report(a, f, runtime, *model, streamer, t.decode_io);
+    } else {
+        print_table_report(a, f, runtime, *model, streamer, t.decode_io);
     }
     return 0;
 }

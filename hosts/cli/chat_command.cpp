@@ -12,6 +12,7 @@
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -252,54 +253,153 @@ private:
     GenerationStats last_;
 };
 
-}  // namespace
-
-int chat_command(const std::vector<std::string>& args) {
+// The options of `dwell chat`.
+struct ChatArgs {
     CommonArgs common;
     std::string model_path, system_prompt, template_name, kv_type, ctx_full = "shift";
     int32_t n_predict = 512, n_ctx = 0;
     SamplerParams sp;
     int64_t seed = -1;
+};
+
+// Parses the options and checks every one before anything loads (a typo
+// costs no model load); nullopt when --help was printed.
+std::optional<ChatArgs> parse_chat_args(const std::vector<std::string>& args) {
+    ChatArgs a;
     po::options_description desc("dwell chat");
     // clang-format off
     desc.add_options()
-        ("model,m", po::value(&model_path)->required(), "model file (GGUF or dwell pack)")
-        ("system,s", po::value(&system_prompt), "system message opening the conversation")
-        ("chat-template", po::value(&template_name), "chat template family instead of the model's (llama2, llama3, chatml, mistral, mistral-v3, gemma, phi3, zephyr)")
-        ("n-predict,n", po::value(&n_predict)->default_value(n_predict), "longest reply in tokens")
-        ("ctx,c", po::value(&n_ctx)->default_value(0), "context size (0: the model's)")
-        ("ctx-full", po::value(&ctx_full)->default_value("shift"), "when the context is full: shift (keep the system message, drop the oldest turns) or stop")
-        ("kv-type", po::value(&kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32")
-        ("temp", po::value(&sp.temperature)->default_value(0.8f, "0.8"), "temperature (0: greedy)")
-        ("top-k", po::value(&sp.top_k)->default_value(40), "top-k (0: off)")
-        ("top-p", po::value(&sp.top_p)->default_value(0.95f, "0.95"), "top-p (1: off)")
-        ("min-p", po::value(&sp.min_p)->default_value(0.05f, "0.05"), "min-p (0: off)")
-        ("seed", po::value(&seed)->default_value(-1), "sampling seed (-1: random)");
+        ("model,m", po::value(&a.model_path)->required(), "model file (GGUF or dwell pack)")
+        ("system,s", po::value(&a.system_prompt), "system message opening the conversation")
+        ("chat-template", po::value(&a.template_name), "chat template family instead of the model's (llama2, llama3, chatml, mistral, mistral-v3, gemma, phi3, zephyr)")
+        ("n-predict,n", po::value(&a.n_predict)->default_value(a.n_predict), "longest reply in tokens")
+        ("ctx,c", po::value(&a.n_ctx)->default_value(0), "context size (0: the model's)")
+        ("ctx-full", po::value(&a.ctx_full)->default_value("shift"), "when the context is full: shift (keep the system message, drop the oldest turns) or stop")
+        ("kv-type", po::value(&a.kv_type), "KV-cache type: f16, q8_0, fp8_e4m3 or f32")
+        ("temp", po::value(&a.sp.temperature)->default_value(0.8f, "0.8"), "temperature (0: greedy)")
+        ("top-k", po::value(&a.sp.top_k)->default_value(40), "top-k (0: off)")
+        ("top-p", po::value(&a.sp.top_p)->default_value(0.95f, "0.95"), "top-p (1: off)")
+        ("min-p", po::value(&a.sp.min_p)->default_value(0.05f, "0.05"), "min-p (0: off)")
+        ("seed", po::value(&a.seed)->default_value(-1), "sampling seed (-1: random)");
     // clang-format on
-    add_runtime_options(desc, common);
+    add_runtime_options(desc, a.common);
     po::variables_map vm;
     if (!parse("chat", "-m MODEL [--system TEXT] [--chat-template NAME] [options]", desc, args, vm))
-        return 0;
-    set_verbosity(common.verbosity);
-    // Every option is checked before anything loads: a typo costs no model load.
-    check_count(n_predict, "--n-predict", 1);
-    check_ctx(n_ctx);
-    check_sampling(sp);
-    check_seed(seed);
-    check_ctx_full(ctx_full);
-    if (!template_name.empty()) {
+        return std::nullopt;
+    set_verbosity(a.common.verbosity);
+    check_count(a.n_predict, "--n-predict", 1);
+    check_ctx(a.n_ctx);
+    check_sampling(a.sp);
+    check_seed(a.seed);
+    check_ctx_full(a.ctx_full);
+    if (!a.template_name.empty()) {
         try {
-            ChatTemplate::named(template_name);
+            ChatTemplate::named(a.template_name);
         } catch (const Error& e) {
             throw po::error(std::string("--chat-template: ") + e.what());
         }
     }
+    return a;
+}
+
+SessionOptions chat_session_options(const ChatArgs& a) {
     SessionOptions so;
-    so.n_ctx = n_ctx;
-    if (!kv_type.empty()) so.kv_dtype = parse_kv_type(kv_type);
-    so.on_full = ctx_full == "shift" ? ContextFull::Shift : ContextFull::Stop;
-    sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
-    const RuntimeOptions ro = runtime_options(common);
+    so.n_ctx = a.n_ctx;
+    if (!a.kv_type.empty()) so.kv_dtype = parse_kv_type(a.kv_type);
+    so.on_full = a.ctx_full == "shift" ? ContextFull::Shift : ContextFull::Stop;
+    return so;
+}
+
+// /reset, /stats, /backend NAME, /save FILE, /load FILE, or an unknown one.
+void run_slash_command(Chat& chat, const std::string& line, const std::string& model_path) {
+    if (line == "/reset") {
+        chat.reset();
+        std::cout << "(conversation cleared)\n";
+    } else if (line == "/stats") {
+        std::cout << chat.stats() << "\n";
+    } else if (line.rfind("/backend ", 0) == 0) {
+        chat.use_backend(line.substr(9));
+        std::cout << "(backend: " << line.substr(9) << ")\n";
+    } else if (line.rfind("/save ", 0) == 0) {
+        // Named as the user typed both; Session::save refuses it too.
+        if (same_file(line.substr(6), model_path)) {
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        "/save " + line.substr(6) + " is the same file as -m " + model_path +
+                            ": saving would destroy the model (choose another file)");
+        }
+        chat.save(line.substr(6));
+        std::cout << "(saved to " << line.substr(6) << ")\n";
+    } else if (line.rfind("/load ", 0) == 0) {
+        chat.load(line.substr(6));
+        std::cout << "(loaded " << line.substr(6) << ")\n";
+    } else {
+        std::cout << "(unknown command " << line
+                  << "; /reset /backend NAME /stats /save FILE /load FILE /quit)\n";
+    }
+}
+
+// The reply to the user's `line`, written as it comes, then why it ended
+// when not by itself. `replying` is set meanwhile: Ctrl-C stops it.
+void write_reply(Chat& chat, const std::string& line, int32_t n_predict, const SamplerParams& sp,
+                 std::atomic<bool>& replying) {
+    TextRequest request;
+    request.max_tokens = n_predict;
+    request.sampling = sp;
+    replying = true;
+    try {
+        const TextResult r = chat.reply(line, request, [](std::string_view delta) {
+            std::cout << delta << std::flush;
+            return true;
+        });
+        replying = false;
+        std::cout << (r.stats.stopped_at_context
+                          ? " [context full: /reset to start over, or restart "
+                            "with a larger --ctx or --ctx-full shift]\n"
+                      : r.finish == FinishReason::Length ? " [reply cut at -n]\n"
+                                                         : "\n");
+    } catch (const Error& e) {
+        replying = false;
+        if (e.status() != DWELL_ERR_CANCELLED) throw;
+        std::cout << " [stopped]\n";
+    }
+}
+
+// Reads lines until /quit, the end of input or a stop signal; each is a
+// command or a user turn.
+void converse(Chat& chat, StopSignals& stop, const ChatArgs& a, const SamplerParams& sp,
+              std::atomic<bool>& replying) {
+    const bool tty = ::isatty(STDIN_FILENO);
+    for (std::string line;;) {
+        if (tty) std::cout << "> " << std::flush;
+        {
+            const StopSignals::Reading reading(stop);
+            if (stop.stopped_by() || !std::getline(std::cin, line)) break;
+        }
+        if (line == "/quit") break;
+        if (line.empty()) continue;
+        try {
+            if (line[0] == '/') {
+                run_slash_command(chat, line, a.model_path);
+            } else {
+                write_reply(chat, line, a.n_predict, sp, replying);
+            }
+        } catch (const std::exception& e) {  // one command failed; the conversation goes on
+            std::cout << std::flush;
+            std::cerr << "dwell chat: " << e.what() << "\n";
+        }
+    }
+}
+
+}  // namespace
+
+int chat_command(const std::vector<std::string>& args) {
+    const std::optional<ChatArgs> parsed = parse_chat_args(args);
+    if (!parsed) return 0;
+    const ChatArgs& a = *parsed;
+    SessionOptions so = chat_session_options(a);
+    SamplerParams sp = a.sp;
+    sp.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+    const RuntimeOptions ro = runtime_options(a.common);
 
     // Ctrl-C stops the reply; SIGTERM (or Ctrl-C while loading) ends the
     // chat through the destructors, which restore a devfreq cap the thermal
@@ -307,12 +407,12 @@ int chat_command(const std::vector<std::string>& args) {
     StopSignals stop({SIGINT, SIGTERM});
 
     Runtime runtime(ro);
-    auto model = Model::load(runtime, model_path, terminal_load_progress());
+    auto model = Model::load(runtime, a.model_path, terminal_load_progress());
     ChatPrompt prompt(
         model->tokenizer(),
-        ChatTemplate::choose(template_name, chat_template_text(model->source().metadata())));
+        ChatTemplate::choose(a.template_name, chat_template_text(model->source().metadata())));
     std::vector<ChatMessage> opening;
-    if (!system_prompt.empty()) opening.push_back({"system", system_prompt});
+    if (!a.system_prompt.empty()) opening.push_back({"system", a.system_prompt});
     so.n_keep = opening_tokens(prompt, opening);
     const std::string template_used = prompt.chat_template().name();
     Chat chat(runtime, model, std::move(prompt), so, opening);
@@ -327,70 +427,10 @@ int chat_command(const std::vector<std::string>& args) {
         return sig != SIGINT;
     });
     if (stop.stopped_by()) return stop.exit_code();  // a signal came while loading
-    const bool tty = ::isatty(STDIN_FILENO);
     std::cerr << "dwell chat: " << model->path().filename().string() << " with the "
               << template_used
               << " template. /reset /backend NAME /stats /save FILE /load FILE /quit\n";
-    for (std::string line;;) {
-        if (tty) std::cout << "> " << std::flush;
-        {
-            const StopSignals::Reading reading(stop);
-            if (stop.stopped_by() || !std::getline(std::cin, line)) break;
-        }
-        if (line == "/quit") break;
-        if (line.empty()) continue;
-        try {
-            if (line == "/reset") {
-                chat.reset();
-                std::cout << "(conversation cleared)\n";
-            } else if (line == "/stats") {
-                std::cout << chat.stats() << "\n";
-            } else if (line.rfind("/backend ", 0) == 0) {
-                chat.use_backend(line.substr(9));
-                std::cout << "(backend: " << line.substr(9) << ")\n";
-            } else if (line.rfind("/save ", 0) == 0) {
-                // Named as the user typed both; Session::save refuses it too.
-                if (same_file(line.substr(6), model_path)) {
-                    throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                                "/save " + line.substr(6) + " is the same file as -m " +
-                                    model_path +
-                                    ": saving would destroy the model (choose another file)");
-                }
-                chat.save(line.substr(6));
-                std::cout << "(saved to " << line.substr(6) << ")\n";
-            } else if (line.rfind("/load ", 0) == 0) {
-                chat.load(line.substr(6));
-                std::cout << "(loaded " << line.substr(6) << ")\n";
-            } else if (line[0] == '/') {
-                std::cout << "(unknown command " << line
-                          << "; /reset /backend NAME /stats /save FILE /load FILE /quit)\n";
-            } else {
-                TextRequest request;
-                request.max_tokens = n_predict;
-                request.sampling = sp;
-                replying = true;
-                try {
-                    const TextResult r = chat.reply(line, request, [](std::string_view delta) {
-                        std::cout << delta << std::flush;
-                        return true;
-                    });
-                    replying = false;
-                    std::cout << (r.stats.stopped_at_context
-                                      ? " [context full: /reset to start over, or restart "
-                                        "with a larger --ctx or --ctx-full shift]\n"
-                                  : r.finish == FinishReason::Length ? " [reply cut at -n]\n"
-                                                                     : "\n");
-                } catch (const Error& e) {
-                    replying = false;
-                    if (e.status() != DWELL_ERR_CANCELLED) throw;
-                    std::cout << " [stopped]\n";
-                }
-            }
-        } catch (const std::exception& e) {  // one command failed; the conversation goes on
-            std::cout << std::flush;
-            std::cerr << "dwell chat: " << e.what() << "\n";
-        }
-    }
+    converse(chat, stop, a, sp, replying);
     return stop.stopped_by() ? stop.exit_code() : 0;
 }
 

@@ -93,8 +93,10 @@ std::vector<double> round_to_cache(dwell_dtype t, const std::vector<float>& row)
 // ---------------------------------------------------------------------------
 // Cases
 
-std::vector<Case> all_cases() {
-    std::vector<Case> cases;
+namespace {
+
+// GET_ROWS and MATMUL over every weight dtype.
+void add_weight_cases(std::vector<Case>& cases) {
     const dwell_dtype weight_types[] = {DWELL_F32,  DWELL_F16,  DWELL_BF16, DWELL_Q8_0, DWELL_Q4_0,
                                         DWELL_Q4_1, DWELL_Q5_0, DWELL_Q5_1, DWELL_Q4_K, DWELL_Q5_K,
                                         DWELL_Q6_K, DWELL_I4_G, DWELL_I6_G, DWELL_I8_C};
@@ -146,7 +148,10 @@ std::vector<Case> all_cases() {
                              tol});
         }
     }
+}
 
+// ADD and MUL (same shape and one broadcast row), the unary ops, SWIGLU.
+void add_elementwise_cases(std::vector<Case>& cases) {
     for (const bool broadcast : {false, true}) {
         for (const dwell_op op : {DWELL_OP_ADD, DWELL_OP_MUL}) {
             cases.push_back({std::string(dwell_op_name(op)) + (broadcast ? "_row" : "_same"),
@@ -210,6 +215,10 @@ std::vector<Case> all_cases() {
              return want;
          },
          1e-5});
+}
+
+// RMS_NORM, LAYER_NORM and SOFTMAX.
+void add_norm_cases(std::vector<Case>& cases) {
     for (const dwell_op op : {DWELL_OP_RMS_NORM, DWELL_OP_LAYER_NORM, DWELL_OP_SOFTMAX}) {
         cases.push_back({dwell_op_name(op),
                          [op](OpTestGraph& g) {
@@ -247,6 +256,10 @@ std::vector<Case> all_cases() {
                          },
                          1e-5});
     }
+}
+
+// ROPE, both modes.
+void add_rope_cases(std::vector<Case>& cases) {
     for (const int mode : {DWELL_ROPE_NORM, DWELL_ROPE_NEOX}) {
         for (const int n_rot : {32, 16}) {
             cases.push_back(
@@ -283,9 +296,11 @@ std::vector<Case> all_cases() {
                  2e-4});
         }
     }
+}
 
-    // ATTENTION: hd 32, 4 query heads over 2 KV heads, 3 new tokens at
-    // positions 2..4 after two cached ones; contiguous and paged caches.
+// ATTENTION: hd 32, 4 query heads over 2 KV heads, 3 new tokens at
+// positions 2..4 after two cached ones; contiguous and paged caches.
+void add_attention_cases(std::vector<Case>& cases) {
     const dwell_dtype cache_types[] = {DWELL_F32, DWELL_F16, DWELL_Q8_0, DWELL_FP8_E4M3};
     for (const dwell_dtype ct : cache_types) {
         for (const bool paged : {false, true}) {
@@ -379,11 +394,14 @@ std::vector<Case> all_cases() {
                  tol});
         }
     }
-    // ATTENTION over an FP8 cache long enough for key offsets (quant.h): 30
-    // cached positions (keys with a large shared part, stored by the
-    // contract with plain rounding), then 4 tokens at 30..33, across the
-    // block boundary at 32, whose keys the backend stores against their
-    // queries.
+}
+
+// ATTENTION over an FP8 cache long enough for key offsets (quant.h): 30
+// cached positions (keys with a large shared part, stored by the
+// contract with plain rounding), then 4 tokens at 30..33, across the
+// block boundary at 32, whose keys the backend stores against their
+// queries.
+void add_fp8_offset_key_attention_cases(std::vector<Case>& cases) {
     for (const bool paged : {false, true}) {
         cases.push_back(
             {std::string("attention_fp8_e4m3_offset_keys") + (paged ? "_paged" : ""),
@@ -469,7 +487,10 @@ std::vector<Case> all_cases() {
              },
              3e-3});
     }
-    // CPY: conversion to f16 and quantization to q8_0 (read back decoded).
+}
+
+// CPY: conversion to f16 and quantization to q8_0 (read back decoded).
+void add_cpy_cases(std::vector<Case>& cases) {
     for (const dwell_dtype to : {DWELL_F32, DWELL_F16, DWELL_Q8_0}) {
         cases.push_back(
             {std::string("cpy_to_") + dwell_dtype_name(to),
@@ -489,7 +510,10 @@ std::vector<Case> all_cases() {
              },
              1e-6, Case::Out::Decoded});
     }
-    // TOPK (indices of the 3 largest, largest first) and GATHER.
+}
+
+// TOPK (indices of the 3 largest, largest first) and GATHER.
+void add_topk_and_gather_cases(std::vector<Case>& cases) {
     cases.push_back({"topk",
                      [](OpTestGraph& g) {
                          const int a = g.tensor(DWELL_F32, {16, 4});
@@ -525,7 +549,10 @@ std::vector<Case> all_cases() {
                          return want;
                      },
                      0});
-    // EXPERT_MATMUL (4 experts, 2 chosen per token) and MOE_COMBINE.
+}
+
+// EXPERT_MATMUL (4 experts, 2 chosen per token) and MOE_COMBINE.
+void add_expert_cases(std::vector<Case>& cases) {
     for (const dwell_dtype wt : {DWELL_F32, DWELL_Q8_0, DWELL_Q4_0}) {
         cases.push_back({std::string("expert_matmul_") + dwell_dtype_name(wt),
                          [wt](OpTestGraph& g) {
@@ -573,6 +600,21 @@ std::vector<Case> all_cases() {
                          return want;
                      },
                      1e-6});
+}
+
+}  // namespace
+
+std::vector<Case> all_cases() {
+    std::vector<Case> cases;
+    add_weight_cases(cases);
+    add_elementwise_cases(cases);
+    add_norm_cases(cases);
+    add_rope_cases(cases);
+    add_attention_cases(cases);
+    add_fp8_offset_key_attention_cases(cases);
+    add_cpy_cases(cases);
+    add_topk_and_gather_cases(cases);
+    add_expert_cases(cases);
     return cases;
 }
 

@@ -185,7 +185,8 @@ std::unique_ptr<Runtime> make_runtime(const Settings& s, const TempDir& dir,
 
 enum class Outcome { Pass, DeclinedAsExpected, Failed, UnexpectedPass, UnexpectedDecline };
 
-int run(const po::variables_map& vm) {
+// --plugin and --device.
+Settings plugin_settings(const po::variables_map& vm) {
     Settings s;
     s.plugin = resolve_plugin(vm["plugin"].as<std::string>());
     s.name = plugin_name_of(s.plugin);
@@ -194,10 +195,12 @@ int run(const po::variables_map& vm) {
         if (d < 0) throw UsageError("--device " + std::to_string(d) + ": must be 0 or more");
         s.device = static_cast<uint32_t>(d);
     }
+    return s;
+}
 
-    const std::vector<Case> cases = all_cases();
-    std::vector<std::string> names;
-    for (const Case& c : cases) names.push_back(c.name);
+// The --filter globs, each of which must match some case.
+std::vector<std::string> checked_filters(const po::variables_map& vm,
+                                         const std::vector<std::string>& names) {
     std::vector<std::string> filters;
     if (vm.count("filter")) filters = vm["filter"].as<std::vector<std::string>>();
     for (const std::string& f : filters) {
@@ -205,9 +208,19 @@ int run(const po::variables_map& vm) {
         for (const std::string& n : names) any = any || ::fnmatch(f.c_str(), n.c_str(), 0) == 0;
         if (!any) throw UsageError("--filter " + f + ": matches no case (--list names them)");
     }
+    return filters;
+}
 
-    // Expectations: --expectations, else beside the plugin.
-    Expectations expect;
+bool is_selected(const std::vector<std::string>& filters, const std::string& name) {
+    bool selected = filters.empty();
+    for (const std::string& f : filters)
+        selected = selected || ::fnmatch(f.c_str(), name.c_str(), 0) == 0;
+    return selected;
+}
+
+// The expectations file: --expectations, else beside the plugin; empty
+// when there is none.
+fs::path expectations_file(const po::variables_map& vm, const Settings& s) {
     fs::path efile;
     if (vm.count("expectations")) {
         efile = vm["expectations"].as<std::string>();
@@ -220,51 +233,69 @@ int run(const po::variables_map& vm) {
         std::error_code ec;
         if (fs::is_regular_file(beside, ec)) efile = beside;
     }
-    if (!efile.empty()) {
-        try {
-            expect = load_expectations(efile, names);
-        } catch (const std::runtime_error& e) {
-            throw UsageError(e.what());
-        }
+    return efile;
+}
+
+Expectations read_expectations(const fs::path& efile, const std::vector<std::string>& names) {
+    if (efile.empty()) return {};
+    try {
+        return load_expectations(efile, names);
+    } catch (const std::runtime_error& e) {
+        throw UsageError(e.what());
     }
+}
+
+// The backend options: the expectations file's, then --option over them.
+void apply_options(const po::variables_map& vm, const Expectations& expect, Settings& s) {
     s.options = expect.options;
     if (vm.count("option"))
         for (const std::string& kv : vm["option"].as<std::vector<std::string>>()) {
             auto [k, v] = key_value("--option", kv);
             s.options[k] = v;
         }
-    // Vendor libraries (or their test doubles) that a plugin finds through
-    // the environment; set before the plugin loads.
+}
+
+// Vendor libraries (or their test doubles) that a plugin finds through
+// the environment; set before the plugin loads.
+void export_env(const po::variables_map& vm) {
     if (vm.count("env"))
         for (const std::string& kv : vm["env"].as<std::vector<std::string>>()) {
             auto [k, v] = key_value("--env", kv);
             ::setenv(k.c_str(), v.c_str(), 1);
         }
+}
 
-    const TempDir dir;
-    std::unique_ptr<Runtime> runtime = make_runtime(s, dir, std::nullopt);
-    if (s.device && !runtime->backends().empty()) {
-        // Device N by index: its name, for the manifest.
-        const Backend& first = *runtime->backends().front();
-        uint32_t count = 0;
-        dwell_device_info info{};
-        info.struct_size = sizeof(info);
-        if (first.api().device_count(first.api().self, &count) != DWELL_OK || *s.device >= count ||
-            first.api().device_info(first.api().self, *s.device, &info) != DWELL_OK) {
-            std::cerr << "dwell-conformance: --device " << *s.device << ": the plugin has " << count
-                      << " device(s) (0.." << (count ? count - 1 : 0) << ")\n";
-            return kUsage;
-        }
-        const std::string want = info.name ? info.name : "";
-        const char* chosen = first.device_info().name;
-        if (want != (chosen ? chosen : "")) {
-            runtime.reset();
-            runtime = make_runtime(s, dir, want);
-        }
+// With --device N, the runtime again with that device named in the
+// manifest when the first one is another; false (after saying why) when
+// the plugin has no device N.
+bool select_device(const Settings& s, const TempDir& dir, std::unique_ptr<Runtime>& runtime) {
+    if (!s.device || runtime->backends().empty()) return true;
+    // Device N by index: its name, for the manifest.
+    const Backend& first = *runtime->backends().front();
+    uint32_t count = 0;
+    dwell_device_info info{};
+    info.struct_size = sizeof(info);
+    if (first.api().device_count(first.api().self, &count) != DWELL_OK || *s.device >= count ||
+        first.api().device_info(first.api().self, *s.device, &info) != DWELL_OK) {
+        std::cerr << "dwell-conformance: --device " << *s.device << ": the plugin has " << count
+                  << " device(s) (0.." << (count ? count - 1 : 0) << ")\n";
+        return false;
     }
-    if (runtime->backends().empty()) {
+    const std::string want = info.name ? info.name : "";
+    const char* chosen = first.device_info().name;
+    if (want != (chosen ? chosen : "")) {
+        runtime.reset();
+        runtime = make_runtime(s, dir, want);
+    }
+    return true;
+}
+
+// The exit code when the runtime did not get the plugin's backend (nothing
+// to test, or a failure), else nullopt.
+std::optional<int> backend_missing(const Runtime& runtime, const Settings& s) {
+    if (runtime.backends().empty()) {
         std::string why = "not selected";
-        for (const auto& c : runtime->backend_choices()) why = c.reason;
+        for (const auto& c : runtime.backend_choices()) why = c.reason;
         // No device is nothing tested; a plugin that cannot load, or fails
         // on a device it found, is a failure.
         if (why.rfind("plugin ", 0) == 0 ||
@@ -275,13 +306,17 @@ int run(const po::variables_map& vm) {
         std::cout << "SKIPPED: " << s.name << " backend unavailable: " << why << "\n";
         return kNoDevice;
     }
-    const Backend& be = *runtime->backends().front();
+    const Backend& be = *runtime.backends().front();
     if (fs::weakly_canonical(be.plugin().path()) != fs::weakly_canonical(s.plugin)) {
         std::cout << "dwell-conformance: the runtime loaded " << be.plugin().path().string()
                   << ", not " << s.plugin.string() << "\n";
         return 1;
     }
+    return std::nullopt;
+}
 
+void print_header(const Backend& be, const Settings& s, const fs::path& efile,
+                  const Expectations& expect) {
     std::cout << "dwell-conformance: " << be.label() << " (" << s.plugin.string() << ", "
               << be.plugin().version() << ")\n";
     std::cout << "expectations: "
@@ -293,79 +328,93 @@ int run(const po::variables_map& vm) {
     }
     for (const auto& [op, tol] : expect.tolerance)
         std::cout << "tolerance: " << op << " " << fmt(tol) << " (the plugin's override)\n";
+}
 
-    std::map<Outcome, int> counts;
-    for (const Case& c : cases) {
-        bool selected = filters.empty();
-        for (const std::string& f : filters)
-            selected = selected || ::fnmatch(f.c_str(), c.name.c_str(), 0) == 0;
-        if (!selected) continue;
-        const Decline* declined_by_design = expect.decline_for(c.name);
-        OpTestGraph g;
-        const std::vector<double> want = c.build(g);
-        const dwell_graph cg = g.graph();
-        const int32_t node = cg.n_nodes - 1;
-        const std::string op = dwell_op_name(dwell_graph_node(&cg, node)->op);
-        const auto report = [&](Outcome o, const std::string& label, const std::string& detail) {
-            ++counts[o];
-            std::cout << label << std::string(label.size() < 22 ? 22 - label.size() : 1, ' ')
-                      << c.name << (detail.empty() ? "" : ": " + detail) << "\n";
-        };
-        if (!be.api().supports_op(be.context(), &cg, node)) {
-            const std::string why = be.last_error();
-            if (declined_by_design)
-                report(
-                    Outcome::DeclinedAsExpected, "declined as expected",
-                    declined_by_design->reason + (why.empty() ? "" : " (the plugin: " + why + ")"));
-            else
-                report(Outcome::UnexpectedDecline, "UNEXPECTED DECLINE",
-                       "the plugin says: " + (why.empty() ? std::string("(no reason)") : why) +
-                           " (fix supports_op, or list the case in conformance.toml with why it "
-                           "is declined by design)");
-            continue;
-        }
-        if (be.api().graph_compute(be.context(), &cg, &node, 1) != DWELL_OK) {
-            report(Outcome::Failed, "FAILED", "graph_compute: " + be.last_error());
-            continue;
-        }
-        const int out = dwell_graph_node(&cg, node)->output;
-        std::vector<double> got;
-        if (c.out == Case::Out::F32)
-            for (float v : g.f32(out)) got.push_back(v);
-        if (c.out == Case::Out::Decoded) got = decode_rows(g, out);
-        if (c.out == Case::Out::I32)
-            for (int32_t v : g.i32(out)) got.push_back(v);
-        if (got.size() != want.size()) {
-            report(Outcome::Failed, "FAILED",
-                   std::to_string(got.size()) + " values, want " + std::to_string(want.size()));
-            continue;
-        }
-        const auto tol_it = expect.tolerance.find(op);
-        const double tol = tol_it != expect.tolerance.end() ? tol_it->second : c.tol;
-        const double bound = tol * std::max(1.0, max_abs(want));
-        size_t bad = 0;
-        double worst = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-            const double e = std::fabs(got[i] - want[i]);
-            if (!(e <= bound)) ++bad;
-            // NaN counts as the worst error.
-            worst = std::isnan(e) ? e : std::max(worst, e);
-        }
-        const std::string error = "worst error " + fmt(worst) + ", bound " + fmt(bound);
-        if (bad != 0) {
-            report(Outcome::Failed, "FAILED",
-                   std::to_string(bad) + " of " + std::to_string(got.size()) + " values off; " +
-                       error +
-                       (declined_by_design ? " (and conformance.toml says it declines)" : ""));
-        } else if (declined_by_design) {
-            report(Outcome::UnexpectedPass, "UNEXPECTED PASS",
-                   "taken and right, but conformance.toml (line " +
-                       std::to_string(declined_by_design->line) + ") says it declines (" +
-                       declined_by_design->reason + "): remove the case from the list");
-        } else {
-            report(Outcome::Pass, "pass", error);
-        }
+// How a case ended, and what its report line says.
+struct Verdict {
+    Outcome outcome;
+    std::string label;
+    std::string detail;
+};
+
+// A case the plugin's supports_op declined: as expected when listed.
+Verdict judge_decline(const Decline* declined_by_design, const std::string& why) {
+    if (declined_by_design)
+        return {Outcome::DeclinedAsExpected, "declined as expected",
+                declined_by_design->reason + (why.empty() ? "" : " (the plugin: " + why + ")")};
+    return {Outcome::UnexpectedDecline, "UNEXPECTED DECLINE",
+            "the plugin says: " + (why.empty() ? std::string("(no reason)") : why) +
+                " (fix supports_op, or list the case in conformance.toml with why it "
+                "is declined by design)"};
+}
+
+// The computed output as doubles, read as the case says.
+std::vector<double> read_output(OpTestGraph& g, const Case& c, int out) {
+    std::vector<double> got;
+    if (c.out == Case::Out::F32)
+        for (float v : g.f32(out)) got.push_back(v);
+    if (c.out == Case::Out::Decoded) got = decode_rows(g, out);
+    if (c.out == Case::Out::I32)
+        for (int32_t v : g.i32(out)) got.push_back(v);
+    return got;
+}
+
+// A computed output against the reference, within the bound.
+Verdict judge_values(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                     const Decline* declined_by_design) {
+    if (got.size() != want.size()) {
+        return {Outcome::Failed, "FAILED",
+                std::to_string(got.size()) + " values, want " + std::to_string(want.size())};
     }
+    const double bound = tol * std::max(1.0, max_abs(want));
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double e = std::fabs(got[i] - want[i]);
+        if (!(e <= bound)) ++bad;
+        // NaN counts as the worst error.
+        worst = std::isnan(e) ? e : std::max(worst, e);
+    }
+    const std::string error = "worst error " + fmt(worst) + ", bound " + fmt(bound);
+    if (bad != 0) {
+        return {Outcome::Failed, "FAILED",
+                std::to_string(bad) + " of " + std::to_string(got.size()) + " values off; " +
+                    error + (declined_by_design ? " (and conformance.toml says it declines)" : "")};
+    }
+    if (declined_by_design) {
+        return {Outcome::UnexpectedPass, "UNEXPECTED PASS",
+                "taken and right, but conformance.toml (line " +
+                    std::to_string(declined_by_design->line) + ") says it declines (" +
+                    declined_by_design->reason + "): remove the case from the list"};
+    }
+    return {Outcome::Pass, "pass", error};
+}
+
+// Case `c` as a one-node graph on the backend, against its reference.
+Verdict run_case(const Backend& be, const Case& c, const Expectations& expect) {
+    const Decline* declined_by_design = expect.decline_for(c.name);
+    OpTestGraph g;
+    const std::vector<double> want = c.build(g);
+    const dwell_graph cg = g.graph();
+    const int32_t node = cg.n_nodes - 1;
+    const std::string op = dwell_op_name(dwell_graph_node(&cg, node)->op);
+    if (!be.api().supports_op(be.context(), &cg, node))
+        return judge_decline(declined_by_design, be.last_error());
+    if (be.api().graph_compute(be.context(), &cg, &node, 1) != DWELL_OK)
+        return {Outcome::Failed, "FAILED", "graph_compute: " + be.last_error()};
+    const std::vector<double> got = read_output(g, c, dwell_graph_node(&cg, node)->output);
+    const auto tol_it = expect.tolerance.find(op);
+    const double tol = tol_it != expect.tolerance.end() ? tol_it->second : c.tol;
+    return judge_values(got, want, tol, declined_by_design);
+}
+
+void print_verdict(const Verdict& v, const Case& c) {
+    std::cout << v.label << std::string(v.label.size() < 22 ? 22 - v.label.size() : 1, ' ')
+              << c.name << (v.detail.empty() ? "" : ": " + v.detail) << "\n";
+}
+
+// The totals line; 0 when every case passed or was declined as expected.
+int print_summary(std::map<Outcome, int>& counts) {
     int total = 0;
     for (const auto& [o, n] : counts) total += n;
     std::cout << total << " cases: " << counts[Outcome::Pass] << " passed, "
@@ -377,6 +426,34 @@ int run(const po::variables_map& vm) {
                         counts[Outcome::UnexpectedDecline] ==
                     0;
     return ok ? 0 : 1;
+}
+
+int run(const po::variables_map& vm) {
+    Settings s = plugin_settings(vm);
+    const std::vector<Case> cases = all_cases();
+    std::vector<std::string> names;
+    for (const Case& c : cases) names.push_back(c.name);
+    const std::vector<std::string> filters = checked_filters(vm, names);
+    const fs::path efile = expectations_file(vm, s);
+    const Expectations expect = read_expectations(efile, names);
+    apply_options(vm, expect, s);
+    export_env(vm);
+
+    const TempDir dir;
+    std::unique_ptr<Runtime> runtime = make_runtime(s, dir, std::nullopt);
+    if (!select_device(s, dir, runtime)) return kUsage;
+    if (const std::optional<int> code = backend_missing(*runtime, s)) return *code;
+    const Backend& be = *runtime->backends().front();
+    print_header(be, s, efile, expect);
+
+    std::map<Outcome, int> counts;
+    for (const Case& c : cases) {
+        if (!is_selected(filters, c.name)) continue;
+        const Verdict v = run_case(be, c, expect);
+        ++counts[v.outcome];
+        print_verdict(v, c);
+    }
+    return print_summary(counts);
 }
 
 }  // namespace

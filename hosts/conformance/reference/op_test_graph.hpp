@@ -165,129 +165,136 @@ inline int ref_stream_code(const uint8_t* stream, int bits, int64_t k) {
     return code;
 }
 
+inline uint16_t ref_u16(const uint8_t* b) {
+    return static_cast<uint16_t>(b[0] | (b[1] << 8));
+}
+
+// Element i of an I4_G or I6_G row. Groups of 128: fp16 d, fp16 m,
+// ceil(128 * bits / 8) bytes of codes; every group before element i's is a
+// full one.
+inline double ref_group_element(const uint8_t* p, int bits, int64_t i) {
+    const uint8_t* group = p + (i / 128) * (4 + 128 * bits / 8);
+    return ref_half(ref_u16(group)) * ref_stream_code(group + 4, bits, i % 128) +
+           ref_half(ref_u16(group + 2));
+}
+
+// Element i of an I8_C row: one f32 scale, then int8 codes.
+inline double ref_i8_c_element(const uint8_t* p, int64_t i) {
+    const uint32_t bits = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+                          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+    float d;
+    memcpy(&d, &bits, sizeof d);
+    return static_cast<double>(d) * static_cast<int8_t>(p[4 + i]);
+}
+
+// Element i of a Q5_0 or Q5_1 row: [d][m for Q5_1] qh[4] qs[16]; bit j of
+// the 32 qh bits is the fifth bit of element j.
+inline double ref_q5_element(const uint8_t* p, bool has_min, int64_t i) {
+    const uint8_t* block = p + (i / 32) * (has_min ? 24 : 22);
+    const uint8_t* qh = block + (has_min ? 4 : 2);
+    const uint8_t* qs = qh + 4;
+    const int j = static_cast<int>(i % 32);
+    const int nib = j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
+    const int q = nib + 16 * ((qh[j / 8] >> (j % 8)) & 1);
+    const double d = ref_half(ref_u16(block));
+    return has_min ? d * q + ref_half(ref_u16(block + 2)) : d * (q - 16);
+}
+
+// Element i of a Q4_K or Q5_K row: d, dmin, scales[12], [qh[32] for Q5_K],
+// qs[128]. Sub-block s (32 elements) has a 6-bit scale and min: s < 4
+// keeps them in the low 6 bits of bytes s and s + 4; s >= 4 keeps the low
+// 4 bits in byte s + 4 (scale low nibble, min high nibble) and the top 2
+// bits in the top bits of bytes s - 4 and s.
+inline double ref_k_element(const uint8_t* p, bool five, int64_t i) {
+    const uint8_t* block = p + (i / 256) * (five ? 176 : 144);
+    const uint8_t* sc = block + 4;
+    const uint8_t* qh = block + 16;
+    const uint8_t* qs = block + (five ? 48 : 16);
+    const int e = static_cast<int>(i % 256);
+    const int s = e / 32, l = e % 32;
+    int scale, min;
+    if (s < 4) {
+        scale = sc[s] % 64;
+        min = sc[s + 4] % 64;
+    } else {
+        scale = sc[s + 4] % 16 + 16 * (sc[s - 4] / 64);
+        min = sc[s + 4] / 16 + 16 * (sc[s] / 64);
+    }
+    // Sub-blocks 2k and 2k + 1 share bytes qs[32k .. 32k + 31].
+    const uint8_t byte = qs[32 * (s / 2) + l];
+    int q = s % 2 == 0 ? byte % 16 : byte / 16;
+    if (five) q += 16 * ((qh[l] >> s) & 1);
+    return ref_half(ref_u16(block)) * scale * q - ref_half(ref_u16(block + 2)) * min;
+}
+
+// Element i of a Q6_K row: ql[128] qh[64] int8 scales[16] d. Element
+// e = 128 h + 32 c + l takes a nibble of ql[64 h + 32 (c % 2) + l] (low for
+// c < 2), bits 2c..2c+1 of qh[32 h + l] on top, and the scale of its
+// 16-element sub-block e / 16.
+inline double ref_q6_k_element(const uint8_t* p, int64_t i) {
+    const uint8_t* block = p + (i / 256) * 210;
+    const int e = static_cast<int>(i % 256);
+    const int h = e / 128, c = (e % 128) / 32, l = e % 32;
+    const uint8_t lo = block[64 * h + 32 * (c % 2) + l];
+    const int nib = c < 2 ? lo % 16 : lo / 16;
+    const int top = (block[128 + 32 * h + l] >> (2 * c)) & 3;
+    const int q = nib + 16 * top - 32;
+    const auto scale = static_cast<int8_t>(block[192 + e / 16]);
+    return ref_half(ref_u16(block + 208)) * scale * q;
+}
+
+// Element i of a row of weight dtype t, decoded in double from its
+// documented layout (0 for a dtype that is not a weight's).
+inline double ref_decode_element(dwell_dtype t, const uint8_t* p, int64_t i) {
+    switch (t) {
+        case DWELL_I4_G:
+        case DWELL_I6_G:
+            return ref_group_element(p, t == DWELL_I4_G ? 4 : 6, i);
+        case DWELL_I8_C:
+            return ref_i8_c_element(p, i);
+        case DWELL_F32: {
+            float f;
+            memcpy(&f, p + 4 * i, 4);
+            return f;
+        }
+        case DWELL_F16:
+            return ref_half(ref_u16(p + 2 * i));
+        case DWELL_BF16:
+            return ref_bf16(ref_u16(p + 2 * i));
+        case DWELL_Q8_0: {
+            const uint8_t* block = p + (i / 32) * 34;
+            return ref_half(ref_u16(block)) * static_cast<int8_t>(block[2 + i % 32]);
+        }
+        case DWELL_Q4_0: {
+            const uint8_t* block = p + (i / 32) * 18;
+            const int j = static_cast<int>(i % 32);
+            const int nib = j < 16 ? (block[2 + j] & 15) : (block[2 + j - 16] >> 4);
+            return ref_half(ref_u16(block)) * (nib - 8);
+        }
+        case DWELL_Q4_1: {
+            // d, m, then 16 bytes of nibbles: x = d * q + m.
+            const uint8_t* block = p + (i / 32) * 20;
+            const int j = static_cast<int>(i % 32);
+            const int nib = j < 16 ? (block[4 + j] & 15) : (block[4 + j - 16] >> 4);
+            return ref_half(ref_u16(block)) * nib + ref_half(ref_u16(block + 2));
+        }
+        case DWELL_Q5_0:
+        case DWELL_Q5_1:
+            return ref_q5_element(p, t == DWELL_Q5_1, i);
+        case DWELL_Q4_K:
+        case DWELL_Q5_K:
+            return ref_k_element(p, t == DWELL_Q5_K, i);
+        case DWELL_Q6_K:
+            return ref_q6_k_element(p, i);
+        default:
+            return 0;
+    }
+}
+
 // One row of a weight dtype decoded in double from its documented layout.
 inline std::vector<double> ref_decode_row(dwell_dtype t, const uint8_t* p, int64_t n) {
     std::vector<double> out(static_cast<size_t>(n));
-    auto u16 = [](const uint8_t* b) { return static_cast<uint16_t>(b[0] | (b[1] << 8)); };
-    for (int64_t i = 0; i < n; ++i) {
-        double v = 0;
-        switch (t) {
-            case DWELL_I4_G:
-            case DWELL_I6_G: {
-                // Groups of 128: fp16 d, fp16 m, ceil(128 * bits / 8) bytes of
-                // codes; every group before element i's is a full one.
-                const int bits = t == DWELL_I4_G ? 4 : 6;
-                const uint8_t* group = p + (i / 128) * (4 + 128 * bits / 8);
-                v = ref_half(u16(group)) * ref_stream_code(group + 4, bits, i % 128) +
-                    ref_half(u16(group + 2));
-                break;
-            }
-            case DWELL_I8_C: {
-                const uint32_t bits =
-                    static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-                    (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
-                float d;
-                memcpy(&d, &bits, sizeof d);
-                v = static_cast<double>(d) * static_cast<int8_t>(p[4 + i]);
-                break;
-            }
-            case DWELL_F32: {
-                float f;
-                memcpy(&f, p + 4 * i, 4);
-                v = f;
-                break;
-            }
-            case DWELL_F16:
-                v = ref_half(u16(p + 2 * i));
-                break;
-            case DWELL_BF16:
-                v = ref_bf16(u16(p + 2 * i));
-                break;
-            case DWELL_Q8_0: {
-                const uint8_t* block = p + (i / 32) * 34;
-                v = ref_half(u16(block)) * static_cast<int8_t>(block[2 + i % 32]);
-                break;
-            }
-            case DWELL_Q4_0: {
-                const uint8_t* block = p + (i / 32) * 18;
-                const int j = static_cast<int>(i % 32);
-                const int nib = j < 16 ? (block[2 + j] & 15) : (block[2 + j - 16] >> 4);
-                v = ref_half(u16(block)) * (nib - 8);
-                break;
-            }
-            case DWELL_Q4_1: {
-                // d, m, then 16 bytes of nibbles: x = d * q + m.
-                const uint8_t* block = p + (i / 32) * 20;
-                const int j = static_cast<int>(i % 32);
-                const int nib = j < 16 ? (block[4 + j] & 15) : (block[4 + j - 16] >> 4);
-                v = ref_half(u16(block)) * nib + ref_half(u16(block + 2));
-                break;
-            }
-            case DWELL_Q5_0:
-            case DWELL_Q5_1: {
-                // [d][m for Q5_1] qh[4] qs[16]: bit j of the 32 qh bits is
-                // the fifth bit of element j.
-                const bool has_min = t == DWELL_Q5_1;
-                const uint8_t* block = p + (i / 32) * (has_min ? 24 : 22);
-                const uint8_t* qh = block + (has_min ? 4 : 2);
-                const uint8_t* qs = qh + 4;
-                const int j = static_cast<int>(i % 32);
-                const int nib = j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
-                const int q = nib + 16 * ((qh[j / 8] >> (j % 8)) & 1);
-                const double d = ref_half(u16(block));
-                v = has_min ? d * q + ref_half(u16(block + 2)) : d * (q - 16);
-                break;
-            }
-            case DWELL_Q4_K:
-            case DWELL_Q5_K: {
-                // d, dmin, scales[12], [qh[32] for Q5_K], qs[128]. Sub-block
-                // s (32 elements) has a 6-bit scale and min: s < 4 keeps them
-                // in the low 6 bits of bytes s and s + 4; s >= 4 keeps the low
-                // 4 bits in byte s + 4 (scale low nibble, min high nibble) and
-                // the top 2 bits in the top bits of bytes s - 4 and s.
-                const bool five = t == DWELL_Q5_K;
-                const uint8_t* block = p + (i / 256) * (five ? 176 : 144);
-                const uint8_t* sc = block + 4;
-                const uint8_t* qh = block + 16;
-                const uint8_t* qs = block + (five ? 48 : 16);
-                const int e = static_cast<int>(i % 256);
-                const int s = e / 32, l = e % 32;
-                int scale, min;
-                if (s < 4) {
-                    scale = sc[s] % 64;
-                    min = sc[s + 4] % 64;
-                } else {
-                    scale = sc[s + 4] % 16 + 16 * (sc[s - 4] / 64);
-                    min = sc[s + 4] / 16 + 16 * (sc[s] / 64);
-                }
-                // Sub-blocks 2k and 2k + 1 share bytes qs[32k .. 32k + 31].
-                const uint8_t byte = qs[32 * (s / 2) + l];
-                int q = s % 2 == 0 ? byte % 16 : byte / 16;
-                if (five) q += 16 * ((qh[l] >> s) & 1);
-                v = ref_half(u16(block)) * scale * q - ref_half(u16(block + 2)) * min;
-                break;
-            }
-            case DWELL_Q6_K: {
-                // ql[128] qh[64] int8 scales[16] d. Element e = 128 h + 32 c
-                // + l takes a nibble of ql[64 h + 32 (c % 2) + l] (low for
-                // c < 2), bits 2c..2c+1 of qh[32 h + l] on top, and the
-                // scale of its 16-element sub-block e / 16.
-                const uint8_t* block = p + (i / 256) * 210;
-                const int e = static_cast<int>(i % 256);
-                const int h = e / 128, c = (e % 128) / 32, l = e % 32;
-                const uint8_t lo = block[64 * h + 32 * (c % 2) + l];
-                const int nib = c < 2 ? lo % 16 : lo / 16;
-                const int top = (block[128 + 32 * h + l] >> (2 * c)) & 3;
-                const int q = nib + 16 * top - 32;
-                const auto scale = static_cast<int8_t>(block[192 + e / 16]);
-                v = ref_half(u16(block + 208)) * scale * q;
-                break;
-            }
-            default:
-                break;
-        }
-        out[static_cast<size_t>(i)] = v;
-    }
+    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = ref_decode_element(t, p, i);
     return out;
 }
 

@@ -159,33 +159,35 @@ std::string check(const dwell_graph* g, int32_t id) {
     }
 }
 
-dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int32_t* ids,
-                       size_t n_ids) {
-    const FastRpcApi& rpc = *c.rpc;
-    if (c.late.valid()) {
-        if (c.late.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
-            c.last_error = "the DSP is still running a batch that timed out";
-            return DWELL_ERR_TIMEOUT;
-        }
-        c.late.get();
-        c.late_arena.reset();
+// A batch that timed out is collected once the DSP has answered it; until
+// then no new batch is sent, as the DSP may still touch its buffers.
+dwell_status collect_late_batch(dwell_backend_context& c) {
+    if (!c.late.valid()) return DWELL_OK;
+    if (c.late.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+        c.last_error = "the DSP is still running a batch that timed out";
+        return DWELL_ERR_TIMEOUT;
     }
-    const std::vector<bool> written = plugin_kit::written_tensors(g);
-    // Activations: the host byte ranges the nodes read or write, merged
-    // where they overlap (views, reused arena memory), each copied into one
-    // shared arena so the DSP sees the same aliasing as the host; weights:
-    // their own buffers, copied once.
-    std::vector<std::pair<int32_t, bool>> touched;  // tensor id, is output
+    c.late.get();
+    c.late_arena.reset();
+    return DWELL_OK;
+}
+
+// Every tensor the nodes read or write, in node order: tensor id, is output.
+std::vector<std::pair<int32_t, bool>> touched_tensors(const dwell_graph* g, const int32_t* ids,
+                                                      size_t n_ids) {
+    std::vector<std::pair<int32_t, bool>> touched;
     for (size_t i = 0; i < n_ids; ++i) {
         const dwell_node& n = *dwell_graph_node(g, ids[i]);
         for (int k = 0; k < n.n_inputs; ++k) touched.push_back({n.inputs[k], false});
         touched.push_back({n.output, true});
     }
-    auto batch = std::make_unique<dwell_dsp_batch>();
-    auto result = std::make_unique<dwell_dsp_result>();
-    batch->version = DWELL_DSP_PROTOCOL_VERSION;
-    // A matmul's weight that no node writes and whose buffer keeps it:
-    // copied to the DSP once. Everything else goes through the arena.
+    return touched;
+}
+
+// A matmul's weight that no node writes and whose buffer keeps it:
+// copied to the DSP once. Everything else goes through the arena.
+std::vector<bool> dsp_held_weights(const dwell_graph* g, const int32_t* ids, size_t n_ids,
+                                   const std::vector<bool>& written) {
     std::vector<bool> is_weight(written.size(), false);
     for (size_t i = 0; i < n_ids; ++i) {
         const dwell_node& n = *dwell_graph_node(g, ids[i]);
@@ -194,127 +196,184 @@ dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int
             (dwell_graph_tensor_flags(g, w) & DWELL_TENSOR_VOLATILE) == 0)
             is_weight[static_cast<size_t>(w)] = true;
     }
+    return is_weight;
+}
+
+// Copies each weight the DSP does not hold yet into a buffer of its own,
+// kept (by address and size) for the batches after this one.
+void copy_new_weights(dwell_backend_context& c, const dwell_graph* g,
+                      const std::vector<std::pair<int32_t, bool>>& touched,
+                      const std::vector<bool>& is_weight) {
+    for (const auto& [id, out] : touched) {
+        if (!is_weight[static_cast<size_t>(id)]) continue;
+        const dwell_tensor& t = tensor(g, id);
+        const auto key = std::make_pair(static_cast<const void*>(t.data), tensor_bytes(t));
+        if (!c.weights.count(key)) {
+            auto buf = std::make_unique<SharedBuffer>(*c.rpc, tensor_bytes(t));
+            std::memcpy(buf->data(), t.data, tensor_bytes(t));
+            c.weights.emplace(key, std::move(buf));
+        }
+    }
+}
+
+// The host byte ranges of the activations (every touched tensor that is
+// not a weight the DSP holds).
+std::vector<std::pair<uint8_t*, uint8_t*>> activation_ranges(
+    const dwell_graph* g, const std::vector<std::pair<int32_t, bool>>& touched,
+    const std::vector<bool>& is_weight) {
     std::vector<std::pair<uint8_t*, uint8_t*>> ranges;
     for (const auto& [id, out] : touched) {
+        if (is_weight[static_cast<size_t>(id)]) continue;
         const dwell_tensor& t = tensor(g, id);
-        if (is_weight[static_cast<size_t>(id)]) {
-            const auto key = std::make_pair(static_cast<const void*>(t.data), tensor_bytes(t));
-            if (!c.weights.count(key)) {
-                auto buf = std::make_unique<SharedBuffer>(rpc, tensor_bytes(t));
-                std::memcpy(buf->data(), t.data, tensor_bytes(t));
-                c.weights.emplace(key, std::move(buf));
-            }
-            continue;
-        }
         auto* begin = static_cast<uint8_t*>(t.data);
         ranges.push_back({begin, begin + tensor_bytes(t)});
     }
-    std::sort(ranges.begin(), ranges.end());
+    return ranges;
+}
+
+// Where the activations go in the shared arena: their host ranges merged
+// where they overlap (views, reused arena memory), so the DSP sees the
+// same aliasing as the host; each region starts 64-byte aligned.
+struct ArenaLayout {
     struct Region {
         uint8_t* begin;
         uint8_t* end;
         uint64_t offset;  // in the arena
     };
-    std::vector<Region> regions;
-    uint64_t arena_bytes = 0;
+    std::vector<Region> regions;  // by host address
+    uint64_t bytes = 0;
+
+    const Region& region_of(const void* p) const {
+        auto it = std::upper_bound(regions.begin(), regions.end(), static_cast<const uint8_t*>(p),
+                                   [](const uint8_t* x, const Region& r) { return x < r.begin; });
+        return *std::prev(it);
+    }
+    // The arena offset of host address `p`, which lies in a region.
+    uint64_t offset_of(const void* p) const {
+        const Region& r = region_of(p);
+        return r.offset + static_cast<uint64_t>(static_cast<const uint8_t*>(p) - r.begin);
+    }
+};
+
+ArenaLayout lay_out_arena(std::vector<std::pair<uint8_t*, uint8_t*>> ranges) {
+    std::sort(ranges.begin(), ranges.end());
+    ArenaLayout a;
+    auto& regions = a.regions;
     for (const auto& [b, e] : ranges) {
         if (!regions.empty() && b <= regions.back().end) {
             regions.back().end = std::max(regions.back().end, e);
             continue;
         }
         if (!regions.empty()) {
-            arena_bytes =
+            a.bytes =
                 regions.back().offset +
                 (static_cast<uint64_t>(regions.back().end - regions.back().begin) + 63) / 64 * 64;
         }
-        regions.push_back({b, e, arena_bytes});
+        regions.push_back({b, e, a.bytes});
     }
     if (!regions.empty()) {
-        arena_bytes = regions.back().offset +
-                      static_cast<uint64_t>(regions.back().end - regions.back().begin);
+        a.bytes = regions.back().offset +
+                  static_cast<uint64_t>(regions.back().end - regions.back().begin);
     }
-    auto arena = std::make_unique<SharedBuffer>(rpc, std::max<uint64_t>(arena_bytes, 64));
-    const auto region_of = [&](const void* p) -> const Region& {
-        auto it = std::upper_bound(regions.begin(), regions.end(), static_cast<const uint8_t*>(p),
-                                   [](const uint8_t* x, const Region& r) { return x < r.begin; });
-        return *std::prev(it);
-    };
-    const auto ref = [&](int32_t id) {
+    return a;
+}
+
+// Where the DSP finds a tensor of the batch: a weight in its own buffer,
+// an activation at its place in the arena.
+struct DspRefs {
+    const dwell_backend_context& c;
+    const dwell_graph* g;
+    const std::vector<bool>& is_weight;
+    const ArenaLayout& layout;
+    const SharedBuffer& arena;
+
+    dwell_dsp_ref operator()(int32_t id) const {
         const dwell_tensor& t = tensor(g, id);
         if (is_weight[static_cast<size_t>(id)]) {
             const auto& w = c.weights.at({t.data, tensor_bytes(t)});
             return dwell_dsp_ref{w->fd(), 0};
         }
-        const Region& r = region_of(t.data);
-        return dwell_dsp_ref{
-            arena->fd(),
-            static_cast<uint32_t>(r.offset +
-                                  static_cast<uint64_t>(static_cast<uint8_t*>(t.data) - r.begin))};
-    };
-    for (const Region& r : regions)
-        std::memcpy(arena->data() + r.offset, r.begin, static_cast<size_t>(r.end - r.begin));
+        return dwell_dsp_ref{arena.fd(), static_cast<uint32_t>(layout.offset_of(t.data))};
+    }
+};
 
+// Node `n` as the DSP op `op`; false when the DSP has no kernel for it.
+bool encode_op(const dwell_graph* g, const dwell_node& n, const DspRefs& ref, dwell_dsp_op& op) {
+    const dwell_tensor& out = tensor(g, n.output);
+    op = dwell_dsp_op{};
+    op.out = ref(n.output);
+    switch (n.op) {
+        case DWELL_OP_MATMUL: {
+            const dwell_tensor& w = tensor(g, n.inputs[0]);
+            op.kind = DWELL_DSP_MATMUL;
+            op.wtype = w.dtype == DWELL_F32 ? 0 : w.dtype;
+            op.k = static_cast<int32_t>(w.ne[0]);
+            op.n = static_cast<int32_t>(w.ne[1]);
+            op.m = static_cast<int32_t>(dwell_tensor_nrows(&tensor(g, n.inputs[1])));
+            op.w_row_bytes = w.nb[1];
+            op.w = ref(n.inputs[0]);
+            op.a = ref(n.inputs[1]);
+            return true;
+        }
+        case DWELL_OP_RMS_NORM:
+            op.kind = DWELL_DSP_RMS_NORM;
+            op.k = static_cast<int32_t>(out.ne[0]);
+            op.n = static_cast<int32_t>(dwell_tensor_nrows(&out));
+            op.f0 = n.fparams[0];
+            op.a = ref(n.inputs[0]);
+            return true;
+        case DWELL_OP_SWIGLU:
+        case DWELL_OP_ADD:
+        case DWELL_OP_MUL:
+            op.kind = n.op == DWELL_OP_SWIGLU ? DWELL_DSP_SWIGLU
+                      : n.op == DWELL_OP_ADD  ? DWELL_DSP_ADD
+                                              : DWELL_DSP_MUL;
+            op.k = static_cast<int32_t>(dwell_tensor_nelements(&out));
+            op.b_len = static_cast<int32_t>(dwell_tensor_nelements(&tensor(g, n.inputs[1])));
+            op.a = ref(n.inputs[0]);
+            op.b = ref(n.inputs[1]);
+            return true;
+        case DWELL_OP_ROPE: {
+            const dwell_tensor& x = tensor(g, n.inputs[0]);
+            const int32_t n_rot = n.iparams[1] > 0 ? n.iparams[1] : static_cast<int32_t>(x.ne[0]);
+            op.kind = DWELL_DSP_ROPE;
+            op.k = static_cast<int32_t>(x.ne[0]);
+            op.n = static_cast<int32_t>(x.ne[1]);
+            op.m = static_cast<int32_t>(x.ne[2]);
+            op.b_len = n_rot;
+            op.i0 = n.iparams[0] == DWELL_ROPE_NEOX;
+            // The DSP has no pow: theta advances by base^(-2 / n_rot) per pair.
+            op.f0 = static_cast<float>(std::pow(static_cast<double>(n.fparams[0]), -2.0 / n_rot));
+            op.f1 = n.fparams[1] != 0 ? n.fparams[1] : 1.0f;
+            op.a = ref(n.inputs[0]);
+            op.b = ref(n.inputs[1]);
+            return true;
+        }
+        default:
+            return false;
+    }
+}
+
+// The nodes, in order, as the batch's ops.
+dwell_status encode_ops(dwell_backend_context& c, const dwell_graph* g, const int32_t* ids,
+                        size_t n_ids, const DspRefs& ref, dwell_dsp_batch& batch) {
     for (size_t i = 0; i < n_ids; ++i) {
         const dwell_node& n = *dwell_graph_node(g, ids[i]);
-        const dwell_tensor& out = tensor(g, n.output);
-        dwell_dsp_op& op = batch->ops[batch->n_ops++];
-        op = dwell_dsp_op{};
-        op.out = ref(n.output);
-        switch (n.op) {
-            case DWELL_OP_MATMUL: {
-                const dwell_tensor& w = tensor(g, n.inputs[0]);
-                op.kind = DWELL_DSP_MATMUL;
-                op.wtype = w.dtype == DWELL_F32 ? 0 : w.dtype;
-                op.k = static_cast<int32_t>(w.ne[0]);
-                op.n = static_cast<int32_t>(w.ne[1]);
-                op.m = static_cast<int32_t>(dwell_tensor_nrows(&tensor(g, n.inputs[1])));
-                op.w_row_bytes = w.nb[1];
-                op.w = ref(n.inputs[0]);
-                op.a = ref(n.inputs[1]);
-                break;
-            }
-            case DWELL_OP_RMS_NORM:
-                op.kind = DWELL_DSP_RMS_NORM;
-                op.k = static_cast<int32_t>(out.ne[0]);
-                op.n = static_cast<int32_t>(dwell_tensor_nrows(&out));
-                op.f0 = n.fparams[0];
-                op.a = ref(n.inputs[0]);
-                break;
-            case DWELL_OP_SWIGLU:
-            case DWELL_OP_ADD:
-            case DWELL_OP_MUL:
-                op.kind = n.op == DWELL_OP_SWIGLU ? DWELL_DSP_SWIGLU
-                          : n.op == DWELL_OP_ADD  ? DWELL_DSP_ADD
-                                                  : DWELL_DSP_MUL;
-                op.k = static_cast<int32_t>(dwell_tensor_nelements(&out));
-                op.b_len = static_cast<int32_t>(dwell_tensor_nelements(&tensor(g, n.inputs[1])));
-                op.a = ref(n.inputs[0]);
-                op.b = ref(n.inputs[1]);
-                break;
-            case DWELL_OP_ROPE: {
-                const dwell_tensor& x = tensor(g, n.inputs[0]);
-                const int32_t n_rot =
-                    n.iparams[1] > 0 ? n.iparams[1] : static_cast<int32_t>(x.ne[0]);
-                op.kind = DWELL_DSP_ROPE;
-                op.k = static_cast<int32_t>(x.ne[0]);
-                op.n = static_cast<int32_t>(x.ne[1]);
-                op.m = static_cast<int32_t>(x.ne[2]);
-                op.b_len = n_rot;
-                op.i0 = n.iparams[0] == DWELL_ROPE_NEOX;
-                // The DSP has no pow: theta advances by base^(-2 / n_rot) per pair.
-                op.f0 =
-                    static_cast<float>(std::pow(static_cast<double>(n.fparams[0]), -2.0 / n_rot));
-                op.f1 = n.fparams[1] != 0 ? n.fparams[1] : 1.0f;
-                op.a = ref(n.inputs[0]);
-                op.b = ref(n.inputs[1]);
-                break;
-            }
-            default:
-                c.last_error = std::string("no DSP kernel for ") + dwell_op_name(n.op);
-                return DWELL_ERR_UNSUPPORTED;
+        if (!encode_op(g, n, ref, batch.ops[batch.n_ops++])) {
+            c.last_error = std::string("no DSP kernel for ") + dwell_op_name(n.op);
+            return DWELL_ERR_UNSUPPORTED;
         }
     }
+    return DWELL_OK;
+}
 
+// Runs the batch on the DSP, waiting at most timeout_ms. A late batch keeps
+// the arena, the batch and the result alive in the context (moved there)
+// until the DSP answers.
+dwell_status send_batch(dwell_backend_context& c, std::unique_ptr<SharedBuffer>& arena,
+                        std::unique_ptr<dwell_dsp_batch>& batch,
+                        std::unique_ptr<dwell_dsp_result>& result) {
+    const FastRpcApi& rpc = *c.rpc;
     // dwell_dsp.idl's run(in sequence<uint8>, rout sequence<uint8>), laid out
     // as its generated stub would: the lengths first, then the buffers.
     auto lengths = std::make_shared<dwell_dsp_run_lengths>(
@@ -342,21 +401,50 @@ dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int
         c.last_error = "remote_handle64_invoke failed with " + std::to_string(rc);
         return DWELL_ERR_UNAVAILABLE;
     }
-    if (result->status != 0) {
-        result->message[sizeof result->message - 1] = 0;
-        c.last_error =
-            "the DSP failed op " + std::to_string(result->failed_op) + ": " + result->message;
-        return DWELL_ERR_INTERNAL;
-    }
-    // Each output's bytes back to the host (in node order: a later write to
-    // shared memory wins, as it would have on the host).
+    return DWELL_OK;
+}
+
+// The DSP's own verdict on the batch it ran, with its message on failure.
+dwell_status dsp_result_status(dwell_backend_context& c, dwell_dsp_result& result) {
+    if (result.status == 0) return DWELL_OK;
+    result.message[sizeof result.message - 1] = 0;
+    c.last_error = "the DSP failed op " + std::to_string(result.failed_op) + ": " + result.message;
+    return DWELL_ERR_INTERNAL;
+}
+
+// Each output's bytes back to the host (in node order: a later write to
+// shared memory wins, as it would have on the host).
+void copy_outputs_to_host(const dwell_graph* g, const int32_t* ids, size_t n_ids,
+                          const ArenaLayout& layout, const SharedBuffer& arena) {
     for (size_t i = 0; i < n_ids; ++i) {
         const dwell_tensor& out = tensor(g, dwell_graph_node(g, ids[i])->output);
-        const Region& r = region_of(out.data);
-        std::memcpy(out.data,
-                    arena->data() + r.offset + (static_cast<uint8_t*>(out.data) - r.begin),
-                    tensor_bytes(out));
+        std::memcpy(out.data, arena.data() + layout.offset_of(out.data), tensor_bytes(out));
     }
+}
+
+dwell_status run_batch(dwell_backend_context& c, const dwell_graph* g, const int32_t* ids,
+                       size_t n_ids) {
+    if (const dwell_status st = collect_late_batch(c); st != DWELL_OK) return st;
+    const std::vector<bool> written = plugin_kit::written_tensors(g);
+    // Activations: the host byte ranges the nodes read or write, each
+    // copied into one shared arena; weights: their own buffers, copied once.
+    const std::vector<std::pair<int32_t, bool>> touched = touched_tensors(g, ids, n_ids);
+    auto batch = std::make_unique<dwell_dsp_batch>();
+    auto result = std::make_unique<dwell_dsp_result>();
+    batch->version = DWELL_DSP_PROTOCOL_VERSION;
+    const std::vector<bool> is_weight = dsp_held_weights(g, ids, n_ids, written);
+    copy_new_weights(c, g, touched, is_weight);
+    const ArenaLayout layout = lay_out_arena(activation_ranges(g, touched, is_weight));
+    auto arena = std::make_unique<SharedBuffer>(*c.rpc, std::max<uint64_t>(layout.bytes, 64));
+    for (const ArenaLayout::Region& r : layout.regions)
+        std::memcpy(arena->data() + r.offset, r.begin, static_cast<size_t>(r.end - r.begin));
+
+    const DspRefs ref{c, g, is_weight, layout, *arena};
+    if (const dwell_status st = encode_ops(c, g, ids, n_ids, ref, *batch); st != DWELL_OK)
+        return st;
+    if (const dwell_status st = send_batch(c, arena, batch, result); st != DWELL_OK) return st;
+    if (const dwell_status st = dsp_result_status(c, *result); st != DWELL_OK) return st;
+    copy_outputs_to_host(g, ids, n_ids, layout, *arena);
     return DWELL_OK;
 }
 

@@ -290,195 +290,245 @@ const dwell_backend_context::Prepared* prepare_q4_0(dwell_backend_context& c,
     return &c.prepared.emplace(key, p).first->second;
 }
 
+// The node being run, and its output's size as the kernels' grids use it.
+struct NodeView {
+    const dwell_graph* g;
+    const dwell_node& n;
+    const dwell_tensor& out;
+    size_t count;  // elements of the output
+    size_t rows;   // rows of the output
+    const dwell_tensor& in(int i) const { return tensor(g, n.inputs[i]); }
+};
+
+void launch_get_rows(NodeRun& r, const NodeView& v) {
+    const cl_mem table = r.wrap(v.in(0), false), ids = r.wrap(v.in(1), false);
+    const cl_mem o = r.wrap(v.out, true);
+    r.launch("get_rows", {static_cast<size_t>(v.out.ne[0]), v.rows}, table, cl_ulong{v.in(0).nb[1]},
+             cl_int{v.in(0).dtype}, ids, o, cl_int(v.out.ne[0]));
+}
+
+void launch_matmul(dwell_backend_context& c, NodeRun& r, const NodeView& v,
+                   const std::vector<bool>& written) {
+    const dwell_tensor& wt = v.in(0);
+    // A weight: no node writes it and its buffer keeps it.
+    const bool stable = !written[static_cast<size_t>(v.n.inputs[0])] &&
+                        (dwell_graph_tensor_flags(v.g, v.n.inputs[0]) & DWELL_TENSOR_VOLATILE) == 0;
+    const cl_int k = cl_int(wt.ne[0]), n_out = cl_int(v.out.ne[0]);
+    if (c.adreno && stable && wt.dtype == DWELL_Q4_0) {
+        if (const auto* p = prepare_q4_0(c, wt)) {
+            const cl_mem x = r.wrap(v.in(1), false), o = r.wrap(v.out, true);
+            r.launch("matmul_q4_0_t", {static_cast<size_t>(n_out), v.rows}, p->image, p->scales, x,
+                     o, k, n_out);
+            return;
+        }
+    }
+    if (c.adreno && wt.dtype == DWELL_F16 && k % 4 == 0) {
+        const cl_mem w = r.wrap(wt, false), x = r.wrap(v.in(1), false);
+        const cl_mem o = r.wrap(v.out, true);
+        r.launch("matmul_f16_h", {static_cast<size_t>(n_out), v.rows}, w, x, o, k, n_out);
+        return;
+    }
+    const cl_mem w = r.wrap(v.in(0), false), x = r.wrap(v.in(1), false);
+    const cl_mem o = r.wrap(v.out, true);
+    r.launch("matmul", {static_cast<size_t>(v.out.ne[0]), v.rows}, w, cl_ulong{v.in(0).nb[1]},
+             cl_int{v.in(0).dtype}, x, o, cl_int(v.in(0).ne[0]), cl_int(v.out.ne[0]));
+}
+
+void launch_binary(NodeRun& r, const NodeView& v) {
+    const cl_mem a = r.wrap(v.in(0), false), b = r.wrap(v.in(1), false);
+    const cl_mem o = r.wrap(v.out, true);
+    r.launch("binary", {v.count}, a, b, o, cl_int(v.n.op == DWELL_OP_ADD ? 0 : 1),
+             cl_int(dwell_tensor_nelements(&v.in(1))));
+}
+
+void launch_unary(NodeRun& r, const NodeView& v) {
+    const cl_mem a = r.wrap(v.in(0), false), o = r.wrap(v.out, true);
+    const cl_int op = v.n.op == DWELL_OP_SCALE ? 0 : v.n.op == DWELL_OP_SILU ? 1 : 2;
+    r.launch("unary", {v.count}, a, o, op, cl_float(v.n.fparams[0]));
+}
+
+void launch_swiglu(NodeRun& r, const NodeView& v) {
+    const cl_mem a = r.wrap(v.in(0), false), b = r.wrap(v.in(1), false);
+    const cl_mem o = r.wrap(v.out, true);
+    r.launch("swiglu", {v.count}, a, b, o);
+}
+
+void launch_norm_or_softmax(NodeRun& r, const NodeView& v) {
+    const cl_mem a = r.wrap(v.in(0), false), o = r.wrap(v.out, true);
+    if (v.n.op != DWELL_OP_SOFTMAX) {
+        r.launch(v.n.op == DWELL_OP_RMS_NORM ? "rms_norm" : "layer_norm", {v.rows}, a, o,
+                 cl_int(v.out.ne[0]), cl_float(v.n.fparams[0]));
+    } else {
+        r.launch("softmax", {v.rows}, a, o, cl_int(v.out.ne[0]));
+    }
+}
+
+void launch_rope(NodeRun& r, const NodeView& v) {
+    const dwell_tensor& x = v.in(0);
+    const cl_mem a = r.wrap(x, false), pos = r.wrap(v.in(1), false);
+    const cl_mem o = r.wrap(v.out, true);
+    const cl_int hd = cl_int(x.ne[0]), n_head = cl_int(x.ne[1]);
+    const cl_int n_rot = v.n.iparams[1] > 0 ? v.n.iparams[1] : hd;
+    if (n_rot < hd && x.data != v.out.data) {
+        r.launch("copy_tail", {static_cast<size_t>(hd - n_rot), v.rows}, a, o, hd, n_rot);
+    }
+    r.launch(
+        "rope",
+        {static_cast<size_t>(n_rot / 2), static_cast<size_t>(n_head), static_cast<size_t>(x.ne[2])},
+        a, o, pos, hd, n_head, n_rot, cl_int(v.n.iparams[0] == DWELL_ROPE_NEOX),
+        cl_float(v.n.fparams[0]), cl_float(v.n.fparams[1] != 0 ? v.n.fparams[1] : 1.0f));
+}
+
+// The part of the KV cache the attention kernels are given. A page space
+// is address space for every session: paged, only the pages this op's
+// table names are wrapped, from the lowest.
+struct CacheWindow {
+    cl_int base_page;
+    void* data;
+    uint64_t bytes;
+};
+
+CacheWindow attention_cache_window(const NodeView& v, bool paged) {
+    const dwell_tensor& cache = v.in(3);
+    CacheWindow w{0, cache.data, tensor_bytes(cache)};
+    if (!paged) return w;
+    const auto* pos = static_cast<const int32_t*>(v.in(5).data);
+    const int32_t max_pos = *std::max_element(pos, pos + v.in(5).ne[0]);
+    const int64_t used = max_pos / cache.ne[1] + 1;
+    const auto* table = static_cast<const int32_t*>(v.in(4).data);
+    int32_t lo = table[0], hi = table[0];
+    for (int64_t i = 0; i < 2 * used; ++i) {
+        lo = std::min(lo, table[i]);
+        hi = std::max(hi, table[i]);
+    }
+    w.base_page = lo;
+    w.data = static_cast<unsigned char*>(cache.data) + uint64_t(lo) * cache.nb[2];
+    w.bytes = uint64_t(hi - lo + 1) * cache.nb[2];
+    return w;
+}
+
+void launch_attention(NodeRun& r, const NodeView& v) {
+    const dwell_tensor& q = v.in(0);
+    const dwell_tensor& cache = v.in(3);
+    const bool paged = v.in(4).dtype == DWELL_I32;
+    const CacheWindow window = attention_cache_window(v, paged);
+    const cl_int base_page = window.base_page;
+    const cl_mem qm = r.wrap(q, false), km = r.wrap(v.in(1), false), vm = r.wrap(v.in(2), false);
+    const cl_mem kc = r.wrap_range(window.data, window.bytes, true);
+    const cl_mem vc = paged ? kc : r.wrap(v.in(4), true);
+    const cl_mem table = paged ? r.wrap(v.in(4), false) : kc;
+    const cl_mem pos = r.wrap(v.in(5), false);
+    const cl_mem o = r.wrap(v.out, true);
+    const cl_int hd = cl_int(q.ne[0]), n_head = cl_int(q.ne[1]), n_kv = cl_int(v.in(1).ne[1]);
+    const auto T = static_cast<size_t>(q.ne[2]);
+    const cl_int dtype = cache.dtype;
+    const cl_ulong row_bytes = cache.nb[1];
+    const cl_ulong page_bytes = paged ? cache.nb[2] : 0;
+    const cl_int rpp = paged ? cl_int(cache.ne[1]) : 1;
+    const size_t width = static_cast<size_t>(hd) * n_kv;
+    // Q8_0 rows are stored a block of 32 per work-item; FP8 keys a KV
+    // head per work-item, in token order (their offsets need the rows
+    // before them).
+    const bool fp8 = cache.dtype == DWELL_FP8_E4M3;
+    if (fp8) {
+        r.launch("attention_store_fp8_keys", {static_cast<size_t>(n_kv)}, qm, km, kc, vc, table,
+                 cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos, hd, n_head, n_kv,
+                 cl_int(T));
+    }
+    r.launch("attention_store", {cache.dtype == DWELL_Q8_0 ? width / 32 : width, T}, km, vm, kc, vc,
+             table, cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos, cl_int(width), dtype,
+             cl_int(fp8 ? 1 : 0));
+    r.launch("attention", {static_cast<size_t>(n_head), T}, qm, kc, vc, table, cl_int(paged),
+             base_page, row_bytes, page_bytes, rpp, pos, o, hd, n_head, n_kv, dtype,
+             cl_float(v.n.fparams[0]));
+}
+
+void launch_cpy(NodeRun& r, const NodeView& v) {
+    const cl_mem a = r.wrap(v.in(0), false), o = r.wrap(v.out, true);
+    const auto n0 = static_cast<size_t>(v.in(0).ne[0]);
+    r.launch("cpy_f32", {v.out.dtype == DWELL_Q8_0 ? n0 / 32 : n0, v.rows}, a, o,
+             cl_ulong{v.out.nb[1]}, cl_int(n0), cl_int{v.out.dtype});
+}
+
+void launch_gather(NodeRun& r, const NodeView& v) {
+    const cl_mem a = r.wrap(v.in(0), false), ids = r.wrap(v.in(1), false);
+    const cl_mem o = r.wrap(v.out, true);
+    r.launch("gather", {static_cast<size_t>(v.out.ne[0]), v.rows}, a, ids, o, cl_int(v.in(0).ne[0]),
+             cl_int(v.out.ne[0]));
+}
+
+void launch_topk(NodeRun& r, const NodeView& v) {
+    const cl_mem a = r.wrap(v.in(0), false), o = r.wrap(v.out, true);
+    r.launch("topk", {v.rows}, a, o, cl_int(v.in(0).ne[0]), cl_int(v.out.ne[0]));
+}
+
+void launch_expert_matmul(NodeRun& r, const NodeView& v) {
+    const cl_mem w = r.wrap(v.in(0), false), x = r.wrap(v.in(1), false);
+    const cl_mem ids = r.wrap(v.in(2), false), o = r.wrap(v.out, true);
+    r.launch("expert_matmul",
+             {static_cast<size_t>(v.out.ne[0]), static_cast<size_t>(v.out.ne[1]),
+              static_cast<size_t>(v.out.ne[2])},
+             w, cl_ulong{v.in(0).nb[1]}, cl_int{v.in(0).dtype}, x, ids, o, cl_int(v.in(0).ne[0]),
+             cl_int(v.out.ne[0]), cl_int(v.out.ne[1]));
+}
+
+void launch_moe_combine(NodeRun& r, const NodeView& v) {
+    const cl_mem y = r.wrap(v.in(0), false), w = r.wrap(v.in(1), false);
+    const cl_mem o = r.wrap(v.out, true);
+    r.launch("moe_combine", {static_cast<size_t>(v.out.ne[0]), static_cast<size_t>(v.out.ne[1])}, y,
+             w, o, cl_int(v.out.ne[0]), cl_int(v.in(1).ne[0]));
+}
+
+// Launches the kernels of node v.n.
+void launch_kernels(dwell_backend_context& c, NodeRun& r, const NodeView& v,
+                    const std::vector<bool>& written) {
+    switch (v.n.op) {
+        case DWELL_OP_GET_ROWS:
+            return launch_get_rows(r, v);
+        case DWELL_OP_MATMUL:
+            return launch_matmul(c, r, v, written);
+        case DWELL_OP_ADD:
+        case DWELL_OP_MUL:
+            return launch_binary(r, v);
+        case DWELL_OP_SCALE:
+        case DWELL_OP_SILU:
+        case DWELL_OP_GELU:
+            return launch_unary(r, v);
+        case DWELL_OP_SWIGLU:
+            return launch_swiglu(r, v);
+        case DWELL_OP_RMS_NORM:
+        case DWELL_OP_LAYER_NORM:
+        case DWELL_OP_SOFTMAX:
+            return launch_norm_or_softmax(r, v);
+        case DWELL_OP_ROPE:
+            return launch_rope(r, v);
+        case DWELL_OP_ATTENTION:
+            return launch_attention(r, v);
+        case DWELL_OP_CPY:
+            return launch_cpy(r, v);
+        case DWELL_OP_GATHER:
+            return launch_gather(r, v);
+        case DWELL_OP_TOPK:
+            return launch_topk(r, v);
+        case DWELL_OP_EXPERT_MATMUL:
+            return launch_expert_matmul(r, v);
+        case DWELL_OP_MOE_COMBINE:
+            return launch_moe_combine(r, v);
+        default:
+            throw std::runtime_error(std::string("no kernel for ") + dwell_op_name(v.n.op));
+    }
+}
+
 }  // namespace
 
 void run_node(dwell_backend_context& c, const dwell_graph* g, int32_t id,
               const std::vector<bool>& written) {
     const dwell_node& n = *dwell_graph_node(g, id);
-    const auto in = [&](int i) -> const dwell_tensor& { return tensor(g, n.inputs[i]); };
     const dwell_tensor& out = tensor(g, n.output);
     NodeRun r(c, g);
-    const auto count = static_cast<size_t>(dwell_tensor_nelements(&out));
-    const auto rows = static_cast<size_t>(dwell_tensor_nrows(&out));
-    switch (n.op) {
-        case DWELL_OP_GET_ROWS: {
-            const cl_mem table = r.wrap(in(0), false), ids = r.wrap(in(1), false);
-            const cl_mem o = r.wrap(out, true);
-            r.launch("get_rows", {static_cast<size_t>(out.ne[0]), rows}, table,
-                     cl_ulong{in(0).nb[1]}, cl_int{in(0).dtype}, ids, o, cl_int(out.ne[0]));
-            break;
-        }
-        case DWELL_OP_MATMUL: {
-            const dwell_tensor& wt = in(0);
-            // A weight: no node writes it and its buffer keeps it.
-            const bool stable =
-                !written[static_cast<size_t>(n.inputs[0])] &&
-                (dwell_graph_tensor_flags(g, n.inputs[0]) & DWELL_TENSOR_VOLATILE) == 0;
-            const cl_int k = cl_int(wt.ne[0]), n_out = cl_int(out.ne[0]);
-            if (c.adreno && stable && wt.dtype == DWELL_Q4_0) {
-                if (const auto* p = prepare_q4_0(c, wt)) {
-                    const cl_mem x = r.wrap(in(1), false), o = r.wrap(out, true);
-                    r.launch("matmul_q4_0_t", {static_cast<size_t>(n_out), rows}, p->image,
-                             p->scales, x, o, k, n_out);
-                    break;
-                }
-            }
-            if (c.adreno && wt.dtype == DWELL_F16 && k % 4 == 0) {
-                const cl_mem w = r.wrap(wt, false), x = r.wrap(in(1), false);
-                const cl_mem o = r.wrap(out, true);
-                r.launch("matmul_f16_h", {static_cast<size_t>(n_out), rows}, w, x, o, k, n_out);
-                break;
-            }
-            const cl_mem w = r.wrap(in(0), false), x = r.wrap(in(1), false);
-            const cl_mem o = r.wrap(out, true);
-            r.launch("matmul", {static_cast<size_t>(out.ne[0]), rows}, w, cl_ulong{in(0).nb[1]},
-                     cl_int{in(0).dtype}, x, o, cl_int(in(0).ne[0]), cl_int(out.ne[0]));
-            break;
-        }
-        case DWELL_OP_ADD:
-        case DWELL_OP_MUL: {
-            const cl_mem a = r.wrap(in(0), false), b = r.wrap(in(1), false);
-            const cl_mem o = r.wrap(out, true);
-            r.launch("binary", {count}, a, b, o, cl_int(n.op == DWELL_OP_ADD ? 0 : 1),
-                     cl_int(dwell_tensor_nelements(&in(1))));
-            break;
-        }
-        case DWELL_OP_SCALE:
-        case DWELL_OP_SILU:
-        case DWELL_OP_GELU: {
-            const cl_mem a = r.wrap(in(0), false), o = r.wrap(out, true);
-            const cl_int op = n.op == DWELL_OP_SCALE ? 0 : n.op == DWELL_OP_SILU ? 1 : 2;
-            r.launch("unary", {count}, a, o, op, cl_float(n.fparams[0]));
-            break;
-        }
-        case DWELL_OP_SWIGLU: {
-            const cl_mem a = r.wrap(in(0), false), b = r.wrap(in(1), false);
-            const cl_mem o = r.wrap(out, true);
-            r.launch("swiglu", {count}, a, b, o);
-            break;
-        }
-        case DWELL_OP_RMS_NORM:
-        case DWELL_OP_LAYER_NORM:
-        case DWELL_OP_SOFTMAX: {
-            const cl_mem a = r.wrap(in(0), false), o = r.wrap(out, true);
-            if (n.op != DWELL_OP_SOFTMAX) {
-                r.launch(n.op == DWELL_OP_RMS_NORM ? "rms_norm" : "layer_norm", {rows}, a, o,
-                         cl_int(out.ne[0]), cl_float(n.fparams[0]));
-            } else {
-                r.launch("softmax", {rows}, a, o, cl_int(out.ne[0]));
-            }
-            break;
-        }
-        case DWELL_OP_ROPE: {
-            const dwell_tensor& x = in(0);
-            const cl_mem a = r.wrap(x, false), pos = r.wrap(in(1), false);
-            const cl_mem o = r.wrap(out, true);
-            const cl_int hd = cl_int(x.ne[0]), n_head = cl_int(x.ne[1]);
-            const cl_int n_rot = n.iparams[1] > 0 ? n.iparams[1] : hd;
-            if (n_rot < hd && x.data != out.data) {
-                r.launch("copy_tail", {static_cast<size_t>(hd - n_rot), rows}, a, o, hd, n_rot);
-            }
-            r.launch("rope",
-                     {static_cast<size_t>(n_rot / 2), static_cast<size_t>(n_head),
-                      static_cast<size_t>(x.ne[2])},
-                     a, o, pos, hd, n_head, n_rot, cl_int(n.iparams[0] == DWELL_ROPE_NEOX),
-                     cl_float(n.fparams[0]), cl_float(n.fparams[1] != 0 ? n.fparams[1] : 1.0f));
-            break;
-        }
-        case DWELL_OP_ATTENTION: {
-            const dwell_tensor& q = in(0);
-            const dwell_tensor& cache = in(3);
-            const bool paged = in(4).dtype == DWELL_I32;
-            // A page space is address space for every session: wrap only
-            // the pages this op's table names, from the lowest.
-            cl_int base_page = 0;
-            void* cache_data = cache.data;
-            uint64_t cache_bytes = tensor_bytes(cache);
-            if (paged) {
-                const auto* pos = static_cast<const int32_t*>(in(5).data);
-                const int32_t max_pos = *std::max_element(pos, pos + in(5).ne[0]);
-                const int64_t used = max_pos / cache.ne[1] + 1;
-                const auto* table = static_cast<const int32_t*>(in(4).data);
-                int32_t lo = table[0], hi = table[0];
-                for (int64_t i = 0; i < 2 * used; ++i) {
-                    lo = std::min(lo, table[i]);
-                    hi = std::max(hi, table[i]);
-                }
-                base_page = lo;
-                cache_data = static_cast<unsigned char*>(cache.data) + uint64_t(lo) * cache.nb[2];
-                cache_bytes = uint64_t(hi - lo + 1) * cache.nb[2];
-            }
-            const cl_mem qm = r.wrap(q, false), km = r.wrap(in(1), false),
-                         vm = r.wrap(in(2), false);
-            const cl_mem kc = r.wrap_range(cache_data, cache_bytes, true);
-            const cl_mem vc = paged ? kc : r.wrap(in(4), true);
-            const cl_mem table = paged ? r.wrap(in(4), false) : kc;
-            const cl_mem pos = r.wrap(in(5), false);
-            const cl_mem o = r.wrap(out, true);
-            const cl_int hd = cl_int(q.ne[0]), n_head = cl_int(q.ne[1]), n_kv = cl_int(in(1).ne[1]);
-            const auto T = static_cast<size_t>(q.ne[2]);
-            const cl_int dtype = cache.dtype;
-            const cl_ulong row_bytes = cache.nb[1];
-            const cl_ulong page_bytes = paged ? cache.nb[2] : 0;
-            const cl_int rpp = paged ? cl_int(cache.ne[1]) : 1;
-            const size_t width = static_cast<size_t>(hd) * n_kv;
-            // Q8_0 rows are stored a block of 32 per work-item; FP8 keys a KV
-            // head per work-item, in token order (their offsets need the rows
-            // before them).
-            const bool fp8 = cache.dtype == DWELL_FP8_E4M3;
-            if (fp8) {
-                r.launch("attention_store_fp8_keys", {static_cast<size_t>(n_kv)}, qm, km, kc, vc,
-                         table, cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos, hd,
-                         n_head, n_kv, cl_int(T));
-            }
-            r.launch("attention_store", {cache.dtype == DWELL_Q8_0 ? width / 32 : width, T}, km, vm,
-                     kc, vc, table, cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos,
-                     cl_int(width), dtype, cl_int(fp8 ? 1 : 0));
-            r.launch("attention", {static_cast<size_t>(n_head), T}, qm, kc, vc, table,
-                     cl_int(paged), base_page, row_bytes, page_bytes, rpp, pos, o, hd, n_head, n_kv,
-                     dtype, cl_float(n.fparams[0]));
-            break;
-        }
-        case DWELL_OP_CPY: {
-            const cl_mem a = r.wrap(in(0), false), o = r.wrap(out, true);
-            const auto n0 = static_cast<size_t>(in(0).ne[0]);
-            r.launch("cpy_f32", {out.dtype == DWELL_Q8_0 ? n0 / 32 : n0, rows}, a, o,
-                     cl_ulong{out.nb[1]}, cl_int(n0), cl_int{out.dtype});
-            break;
-        }
-        case DWELL_OP_GATHER: {
-            const cl_mem a = r.wrap(in(0), false), ids = r.wrap(in(1), false);
-            const cl_mem o = r.wrap(out, true);
-            r.launch("gather", {static_cast<size_t>(out.ne[0]), rows}, a, ids, o,
-                     cl_int(in(0).ne[0]), cl_int(out.ne[0]));
-            break;
-        }
-        case DWELL_OP_TOPK: {
-            const cl_mem a = r.wrap(in(0), false), o = r.wrap(out, true);
-            r.launch("topk", {rows}, a, o, cl_int(in(0).ne[0]), cl_int(out.ne[0]));
-            break;
-        }
-        case DWELL_OP_EXPERT_MATMUL: {
-            const cl_mem w = r.wrap(in(0), false), x = r.wrap(in(1), false);
-            const cl_mem ids = r.wrap(in(2), false), o = r.wrap(out, true);
-            r.launch("expert_matmul",
-                     {static_cast<size_t>(out.ne[0]), static_cast<size_t>(out.ne[1]),
-                      static_cast<size_t>(out.ne[2])},
-                     w, cl_ulong{in(0).nb[1]}, cl_int{in(0).dtype}, x, ids, o, cl_int(in(0).ne[0]),
-                     cl_int(out.ne[0]), cl_int(out.ne[1]));
-            break;
-        }
-        case DWELL_OP_MOE_COMBINE: {
-            const cl_mem y = r.wrap(in(0), false), w = r.wrap(in(1), false);
-            const cl_mem o = r.wrap(out, true);
-            r.launch("moe_combine",
-                     {static_cast<size_t>(out.ne[0]), static_cast<size_t>(out.ne[1])}, y, w, o,
-                     cl_int(out.ne[0]), cl_int(in(1).ne[0]));
-            break;
-        }
-        default:
-            throw std::runtime_error(std::string("no kernel for ") + dwell_op_name(n.op));
-    }
+    const NodeView v{g, n, out, static_cast<size_t>(dwell_tensor_nelements(&out)),
+                     static_cast<size_t>(dwell_tensor_nrows(&out))};
+    launch_kernels(c, r, v, written);
     r.sync();
     r.account(n.op);
 }

@@ -336,19 +336,29 @@ OpVerdict check_attention(const NodeArgs& a) {
     return std::nullopt;
 }
 
-void run_attention(const NodeArgs& a, ThreadPool& pool) {
+namespace {
+
+// One ATTENTION node's operands and shapes, as the store and the attention
+// read them.
+struct Attention {
+    const dwell_tensor& q;
+    const dwell_tensor& k;
+    const dwell_tensor& v;
+    const dwell_tensor& out;
+    const int32_t* pos;
+    int64_t hd, n_head, n_tokens, n_kv, width, group;
+    float scale;
+    CacheRows k_rows, v_rows;
+    dwell_dtype k_type, v_type;
+    int64_t n_keys_max;  // the longest row of scores
+};
+
+// The node's operands; throws when a position or a page is out of range.
+Attention attention_of(const NodeArgs& a) {
     const dwell_tensor& q = a.input(0);
     const dwell_tensor& k = a.input(1);
-    const dwell_tensor& v = a.input(2);
-    const dwell_tensor& out = a.output();
     const int32_t* pos = i32_row(a.input(5), 0);
-    const int64_t hd = q.ne[0];
-    const int64_t n_head = q.ne[1];
     const int64_t n_tokens = q.ne[2];
-    const int64_t n_kv = k.ne[1];
-    const int64_t width = hd * n_kv;
-    const int64_t group = n_head / n_kv;
-    const float scale = a.node->fparams[0];
     const bool paged = !attention_writes_input4(a.input(4));
     const CacheRows k_rows = paged ? CacheRows(a.input(3), a.input(4), 0) : CacheRows(a.input(3));
     const CacheRows v_rows = paged ? CacheRows(a.input(3), a.input(4), 1) : CacheRows(a.input(4));
@@ -357,106 +367,169 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
 
     check_positions_and_pages(a, paged, pos, n_tokens);
     const int64_t n_keys_max = *std::max_element(pos, pos + n_tokens) + int64_t{1};
+    return Attention{q,
+                     k,
+                     a.input(2),
+                     a.output(),
+                     pos,
+                     q.ne[0],
+                     q.ne[1],
+                     n_tokens,
+                     k.ne[1],
+                     q.ne[0] * k.ne[1],
+                     q.ne[1] / k.ne[1],
+                     a.node->fparams[0],
+                     k_rows,
+                     v_rows,
+                     k_type,
+                     v_type,
+                     n_keys_max};
+}
 
-    const VecKernels& vk = vec_kernels();
-    // Serial, in token order: two tokens with one position must leave the
-    // later token's values, an FP8 key's offset needs the rows before it,
-    // and this part is small next to the attention. Whole rows, since a Q8_0
-    // block may span two heads.
-    std::vector<float> row(static_cast<size_t>(width));
+// Stores k and v of token t as cache row pos[t]. Serial, in token order:
+// two tokens with one position must leave the later token's values, an
+// FP8 key's offset needs the rows before it, and this part is small next
+// to the attention. Whole rows, since a Q8_0 block may span two heads.
+void store_new_rows(const Attention& x, const VecKernels& vk) {
+    const int64_t hd = x.hd, n_kv = x.n_kv, group = x.group;
+    std::vector<float> row(static_cast<size_t>(x.width));
     const auto gather = [&](const dwell_tensor& src, int64_t t) {
         for (int64_t h = 0; h < n_kv; ++h) std::copy_n(f32_row(src, h, t), hd, row.data() + h * hd);
     };
-    Fp8KeyOffsets key_offsets(k_rows, k_type == DWELL_FP8_E4M3 ? width : 0);
+    Fp8KeyOffsets key_offsets(x.k_rows, x.k_type == DWELL_FP8_E4M3 ? x.width : 0);
     std::vector<float> q_sum(static_cast<size_t>(hd));
     const auto store_fp8_key = [&](int64_t t) {
-        const float* offset = key_offsets.at(vk, pos[t]);
-        auto* dst = reinterpret_cast<uint8_t*>(k_rows.row(pos[t]));
+        const float* offset = key_offsets.at(vk, x.pos[t]);
+        auto* dst = reinterpret_cast<uint8_t*>(x.k_rows.row(x.pos[t]));
         for (int64_t h = 0; h < n_kv; ++h) {
             std::fill(q_sum.begin(), q_sum.end(), 0.0f);
             for (int64_t hh = 0; hh < group; ++hh) {
-                vk.add(q_sum.data(), f32_row(q, h * group + hh, t), q_sum.data(), hd);
+                vk.add(q_sum.data(), f32_row(x.q, h * group + hh, t), q_sum.data(), hd);
             }
             dwell_fp8_encode_key(row.data() + h * hd, offset + h * hd, q_sum.data(), hd,
                                  dst + h * hd);
         }
     };
-    for (int64_t t = 0; t < n_tokens; ++t) {
-        gather(k, t);
-        if (k_type == DWELL_FP8_E4M3) {
+    for (int64_t t = 0; t < x.n_tokens; ++t) {
+        gather(x.k, t);
+        if (x.k_type == DWELL_FP8_E4M3) {
             store_fp8_key(t);
         } else {
-            store_row(k_type, row.data(), k_rows.row(pos[t]), width);
+            store_row(x.k_type, row.data(), x.k_rows.row(x.pos[t]), x.width);
         }
-        gather(v, t);
-        store_row(v_type, row.data(), v_rows.row(pos[t]), width);
+        gather(x.v, t);
+        store_row(x.v_type, row.data(), x.v_rows.row(x.pos[t]), x.width);
     }
+}
 
-    const auto k_stride = static_cast<int64_t>(k_rows.row_stride());
-    const auto v_stride = static_cast<int64_t>(v_rows.row_stride());
+// One thread's working rows for the query heads of one KV head: their
+// queries, their scores (a row of n_keys_max each) and their value sums.
+struct AttendScratch {
+    explicit AttendScratch(const Attention& x)
+        : qv(static_cast<size_t>(x.group * x.hd)),
+          acc(static_cast<size_t>(x.group * x.hd)),
+          scores(static_cast<size_t>(x.group) * static_cast<size_t>(x.n_keys_max)) {}
+    std::vector<float> qv, acc, scores;
+};
+
+// The queries of the heads sharing KV head g at token t, rounded to fp16
+// when they meet an F16 key cache.
+void load_queries(const Attention& x, const VecKernels& vk, int64_t g, int64_t t,
+                  std::vector<float>& qv) {
+    for (int64_t hh = 0; hh < x.group; ++hh) {
+        const float* qrow = f32_row(x.q, g * x.group + hh, t);
+        float* dst = qv.data() + hh * x.hd;
+        if (x.k_type == DWELL_F16) {
+            vk.round_f16(qrow, dst, x.hd);
+        } else {
+            std::copy_n(qrow, x.hd, dst);
+        }
+    }
+}
+
+// The raw q.k dots over cache rows 0..n_keys-1, each cached row read once
+// for every query head of the group.
+void score_keys(const Attention& x, const VecKernels& vk, int64_t kv_off, int64_t n_keys,
+                AttendScratch& s) {
+    const auto k_stride = static_cast<int64_t>(x.k_rows.row_stride());
+    const auto ld = static_cast<size_t>(x.n_keys_max);
+    x.k_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
+        if (x.k_type == DWELL_F16) {
+            vk.dots_f16_f32(rows + 2 * kv_off, k_stride, n, s.qv.data(), x.hd, x.group, x.hd,
+                            s.scores.data() + r0, x.n_keys_max);
+            return;
+        }
+        for (int64_t hh = 0; hh < x.group; ++hh) {
+            float* row = s.scores.data() + static_cast<size_t>(hh) * ld + r0;
+            for (int64_t j = 0; j < n; ++j) {
+                row[j] = key_dot(vk, x.k_type, rows + j * k_stride, kv_off, s.qv.data() + hh * x.hd,
+                                 x.hd);
+            }
+        }
+    });
+}
+
+// The dots to softmax weights, head by head.
+void softmax_scores(const Attention& x, const VecKernels& vk, int64_t n_keys, AttendScratch& s) {
+    const auto ld = static_cast<size_t>(x.n_keys_max);
+    for (int64_t hh = 0; hh < x.group; ++hh) {
+        float* row = s.scores.data() + static_cast<size_t>(hh) * ld;
+        if (x.k_type == DWELL_FP8_E4M3) add_key_offsets(row, n_keys);
+        vk.scale(row, x.scale, row, n_keys);
+        softmax_row(vk, row, row, n_keys);
+        // The softmax weights meet an F16 value cache as fp16 too.
+        if (x.v_type == DWELL_F16) vk.round_f16(row, row, n_keys);
+    }
+}
+
+// The weighted sums of value rows 0..n_keys-1 into s.acc.
+void sum_values(const Attention& x, const VecKernels& vk, int64_t kv_off, int64_t n_keys,
+                AttendScratch& s) {
+    const auto v_stride = static_cast<int64_t>(x.v_rows.row_stride());
+    const auto ld = static_cast<size_t>(x.n_keys_max);
+    std::fill(s.acc.begin(), s.acc.end(), 0.0f);
+    x.v_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
+        if (x.v_type == DWELL_F16) {
+            vk.axpy_f16_multi(s.scores.data() + r0, x.n_keys_max, rows + 2 * kv_off, v_stride, n,
+                              s.acc.data(), x.hd, x.group, x.hd);
+            return;
+        }
+        for (int64_t hh = 0; hh < x.group; ++hh) {
+            add_values(vk, x.v_type, s.scores.data() + static_cast<size_t>(hh) * ld + r0, rows,
+                       v_stride, n, kv_off, s.acc.data() + hh * x.hd, x.hd);
+        }
+    });
+}
+
+// The query heads sharing KV head g, at token t, over cache rows
+// 0..pos[t]; their outputs written.
+void attend(const Attention& x, const VecKernels& vk, int64_t g, int64_t t, AttendScratch& s) {
+    const int64_t kv_off = g * x.hd;
+    const int64_t n_keys = static_cast<int64_t>(x.pos[t]) + 1;
+    load_queries(x, vk, g, t, s.qv);
+    score_keys(x, vk, kv_off, n_keys, s);
+    softmax_scores(x, vk, n_keys, s);
+    sum_values(x, vk, kv_off, n_keys, s);
+    for (int64_t hh = 0; hh < x.group; ++hh) {
+        std::copy_n(s.acc.data() + hh * x.hd, x.hd, f32_row(x.out, g * x.group + hh, t));
+    }
+}
+
+}  // namespace
+
+void run_attention(const NodeArgs& a, ThreadPool& pool) {
+    const Attention x = attention_of(a);
+    const VecKernels& vk = vec_kernels();
+    store_new_rows(x, vk);
     // Items are (KV head, token), KV-head-major: causal rows cost in
     // proportion to their position, so token-major ranges would give the
     // last thread most of a prompt's work, while every head costs the same.
     // The query heads that share a KV head (GQA) are done together, so each
     // cached row is read and widened once for all of them.
-    const auto ld = static_cast<size_t>(n_keys_max);  // scores row stride
-    pool.parallel_for(n_tokens * n_kv, [&](int64_t begin, int64_t end) {
-        std::vector<float> qv(static_cast<size_t>(group * hd));
-        std::vector<float> acc(static_cast<size_t>(group * hd));
-        std::vector<float> scores(static_cast<size_t>(group) * ld);
+    pool.parallel_for(x.n_tokens * x.n_kv, [&](int64_t begin, int64_t end) {
+        AttendScratch scratch(x);
         for (int64_t item = begin; item < end; ++item) {
-            const int64_t g = item / n_tokens;
-            const int64_t t = item % n_tokens;
-            const int64_t kv_off = g * hd;
-            const int64_t n_keys = static_cast<int64_t>(pos[t]) + 1;
-
-            for (int64_t hh = 0; hh < group; ++hh) {
-                const float* qrow = f32_row(q, g * group + hh, t);
-                float* dst = qv.data() + hh * hd;
-                if (k_type == DWELL_F16) {
-                    vk.round_f16(qrow, dst, hd);
-                } else {
-                    std::copy_n(qrow, hd, dst);
-                }
-            }
-            k_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
-                if (k_type == DWELL_F16) {
-                    vk.dots_f16_f32(rows + 2 * kv_off, k_stride, n, qv.data(), hd, group, hd,
-                                    scores.data() + r0, n_keys_max);
-                    return;
-                }
-                for (int64_t hh = 0; hh < group; ++hh) {
-                    float* s = scores.data() + static_cast<size_t>(hh) * ld + r0;
-                    for (int64_t j = 0; j < n; ++j) {
-                        s[j] = key_dot(vk, k_type, rows + j * k_stride, kv_off, qv.data() + hh * hd,
-                                       hd);
-                    }
-                }
-            });
-            for (int64_t hh = 0; hh < group; ++hh) {
-                float* s = scores.data() + static_cast<size_t>(hh) * ld;
-                if (k_type == DWELL_FP8_E4M3) add_key_offsets(s, n_keys);
-                vk.scale(s, scale, s, n_keys);
-                softmax_row(vk, s, s, n_keys);
-                // The softmax weights meet an F16 value cache as fp16 too.
-                if (v_type == DWELL_F16) vk.round_f16(s, s, n_keys);
-            }
-
-            std::fill(acc.begin(), acc.end(), 0.0f);
-            v_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
-                if (v_type == DWELL_F16) {
-                    vk.axpy_f16_multi(scores.data() + r0, n_keys_max, rows + 2 * kv_off, v_stride,
-                                      n, acc.data(), hd, group, hd);
-                    return;
-                }
-                for (int64_t hh = 0; hh < group; ++hh) {
-                    add_values(vk, v_type, scores.data() + static_cast<size_t>(hh) * ld + r0, rows,
-                               v_stride, n, kv_off, acc.data() + hh * hd, hd);
-                }
-            });
-            for (int64_t hh = 0; hh < group; ++hh) {
-                std::copy_n(acc.data() + hh * hd, hd, f32_row(out, g * group + hh, t));
-            }
+            attend(x, vk, item / x.n_tokens, item % x.n_tokens, scratch);
         }
     });
 }
