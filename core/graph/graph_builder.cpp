@@ -5,16 +5,11 @@
 #include <string>
 
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/base/tensor_shape.hpp"
 
 namespace dwell {
 
 namespace {
-
-std::string shape_str(const dwell_tensor& t) {
-    std::string s = "[";
-    for (int i = 0; i < t.n_dims; ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
-    return s + "] " + dwell_dtype_name(t.dtype);
-}
 
 [[noreturn]] void fail(dwell_op op, const std::string& what) {
     throw Error(DWELL_ERR_INVALID_ARGUMENT,

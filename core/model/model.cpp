@@ -12,6 +12,7 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/base/tensor_shape.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 
 namespace dwell {
@@ -23,12 +24,6 @@ namespace {
 std::string plugin_error(const dwell_model_plugin* api, dwell_model* handle) {
     const char* e = api->last_error ? api->last_error(handle) : nullptr;
     return e && *e ? e : "no message";
-}
-
-std::string shape_str(int32_t n_dims, const int64_t* ne) {
-    std::string s = "[";
-    for (int i = 0; i < n_dims; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-    return s + "]";
 }
 
 // A model object made by a plugin, destroyed by that plugin.

@@ -9,6 +9,7 @@
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
 #include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/base/tensor_shape.hpp"
 
 // platform
 #include "dwell/core/platform/device_file.hpp"
