@@ -152,7 +152,23 @@ struct WeightStreamer::Impl {
         int64_t n_unpacked = 0;  // chunks decompressed
         bool abort = false;
         std::exception_ptr io_error;
+        // One more job read or chunk decompressed: the other side may go on.
+        template <typename N>
+        void advance(N& counter) {
+            std::lock_guard lock(m);
+            ++counter;
+            cv.notify_all();
+        }
     };
+    // Runs `work`, adding the seconds it took to the stats' `timer`.
+    template <typename F>
+    void timed(double WeightStreamStats::*timer, F&& work) {
+        const auto t0 = Clock::now();
+        work();
+        const double s = seconds_since(t0);
+        std::lock_guard lock(mutex);
+        stats.*timer += s;
+    }
     void read_unit(Unit& u, uint8_t* base);
     std::vector<ReadJob> read_jobs_of(Unit& u) const;
     uint8_t* stage(int64_t chunk);
@@ -592,16 +608,9 @@ void WeightStreamer::Impl::read_jobs(const std::vector<ReadJob>& jobs, uint8_t* 
                 if (pipe.abort) return;
                 dst = stage(j.chunk);
             }
-            const auto t0 = Clock::now();
-            read_range(*j.place->tensor, j.offset, j.bytes, dst);
-            const double s = seconds_since(t0);
-            {
-                std::lock_guard lock(mutex);
-                stats.read_seconds += s;
-            }
-            std::lock_guard lock(pipe.m);
-            ++pipe.n_read;
-            pipe.cv.notify_all();
+            timed(&WeightStreamStats::read_seconds,
+                  [&] { read_range(*j.place->tensor, j.offset, j.bytes, dst); });
+            pipe.advance(pipe.n_read);
         }
     } catch (...) {
         std::lock_guard lock(pipe.m);
@@ -622,17 +631,11 @@ void WeightStreamer::Impl::decompress_jobs(const std::vector<ReadJob>& jobs, uin
             if (pipe.io_error) return;
         }
         if (j.chunk < 0) continue;
-        const auto t0 = Clock::now();
-        decompress(*j.place->tensor, stage(j.chunk) + j.offset % kIoAlign, j.f0, j.f1, j.raw0,
-                   base + j.place->region);
-        const double s = seconds_since(t0);
-        {
-            std::lock_guard lock(mutex);
-            stats.decompress_seconds += s;
-        }
-        std::lock_guard lock(pipe.m);
-        ++pipe.n_unpacked;
-        pipe.cv.notify_all();
+        timed(&WeightStreamStats::decompress_seconds, [&] {
+            decompress(*j.place->tensor, stage(j.chunk) + j.offset % kIoAlign, j.f0, j.f1, j.raw0,
+                       base + j.place->region);
+        });
+        pipe.advance(pipe.n_unpacked);
     }
 }
 

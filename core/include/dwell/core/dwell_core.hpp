@@ -8,6 +8,7 @@
 // base
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/base/little_endian.hpp"
 #include "dwell/core/base/printable_name.hpp"
 #include "dwell/core/base/tensor_shape.hpp"
 
