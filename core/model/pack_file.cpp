@@ -307,8 +307,8 @@ public:
             }
             if (e.raw != *expect) {
                 fail(e, "raw size " + str(e.raw) + " does not match its " +
-                            dwell_dtype_name(e.dtype) + " shape " + shape_str(e.n_dims, e.ne) + " (" +
-                            str(*expect) + " bytes)");
+                            dwell_dtype_name(e.dtype) + " shape " + shape_str(e.n_dims, e.ne) +
+                            " (" + str(*expect) + " bytes)");
             }
             if (e.raw > limits_.max_tensor_bytes) {
                 fail(e,
