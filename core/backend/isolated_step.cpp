@@ -6,6 +6,7 @@
 #include <set>
 
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/base/tensor_shape.hpp"
 
 namespace dwell {
 
@@ -26,12 +27,6 @@ size_t extent(const dwell_tensor& t) {
     uint64_t last = dwell_row_bytes(t.dtype, t.ne[0]);
     for (int d = 1; d < DWELL_MAX_DIMS; ++d) last += static_cast<uint64_t>(t.ne[d] - 1) * t.nb[d];
     return static_cast<size_t>(last);
-}
-
-std::string shape(const dwell_tensor& t) {
-    std::string s = "[";
-    for (int d = 0; d < std::max(1, t.n_dims); ++d) s += (d ? ", " : "") + std::to_string(t.ne[d]);
-    return s + "] " + dwell_dtype_name(t.dtype);
 }
 
 bool same_descriptor(const dwell_tensor& a, const dwell_tensor& b) {
@@ -225,7 +220,7 @@ std::string IsolatedStep::verify() const {
         std::string what = describe_tensor(static_cast<int32_t>(i));
         if (now.data != given.data || now.buffer != given.buffer || now.offset != given.offset)
             return what + " came back pointing at other memory";
-        return what + " came back as " + shape(now) + ", the graph's is " + shape(given);
+        return what + " came back as " + shape_str(now) + ", the graph's is " + shape_str(given);
     }
     for (const Buffer& b : buffers_) {
         size_t past = 0;

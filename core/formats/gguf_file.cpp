@@ -19,8 +19,9 @@
 #include <utility>
 
 #include "dwell/core/base/error.hpp"
-#include "dwell/core/platform/mapped_file.hpp"
+#include "dwell/core/base/little_endian.hpp"
 #include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/platform/mapped_file.hpp"
 #include "dwell/core/platform/posix_file.hpp"
 
 namespace dwell {
@@ -95,16 +96,6 @@ const GgmlTypeInfo* ggml_info(uint32_t type) {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr size_t kMaxNameInMessage = 80;
-
-// Little-endian decode that does not depend on the host's byte order or on
-// the alignment of `p`.
-template <typename T>
-T load_le(const uint8_t* p) {
-    static_assert(std::is_integral_v<T> && sizeof(T) <= 8);
-    uint64_t v = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t{p[i]} << (8 * i);
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(v));
-}
 
 float load_f32(const uint8_t* p) {
     return std::bit_cast<float>(load_le<uint32_t>(p));

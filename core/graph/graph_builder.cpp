@@ -5,16 +5,11 @@
 #include <string>
 
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/base/tensor_shape.hpp"
 
 namespace dwell {
 
 namespace {
-
-std::string shape_str(const dwell_tensor& t) {
-    std::string s = "[";
-    for (int i = 0; i < t.n_dims; ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
-    return s + "] " + dwell_dtype_name(t.dtype);
-}
 
 [[noreturn]] void fail(dwell_op op, const std::string& what) {
     throw Error(DWELL_ERR_INVALID_ARGUMENT,
@@ -217,189 +212,265 @@ int32_t GraphBuilder::reshape(int32_t tensor, std::span<const int64_t> ne) {
     return id;
 }
 
-dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
-                                 std::span<const int32_t> ip) const {
-    auto need = [&](size_t n) {
+// One op's inputs checked and its output shape inferred: infer() picks the
+// member for the op. The checks run in a fixed order (input count, then
+// each input's id, type and shape), so a bad call always hears the same
+// message.
+struct GraphBuilder::OpCheck {
+    const GraphBuilder& b;
+    dwell_op op;
+    std::span<const int32_t> in;
+    std::span<const int32_t> ip;
+
+    void need(size_t n) const {
         if (in.size() != n)
             fail(op, "takes " + std::to_string(n) + " inputs, got " + std::to_string(in.size()));
-    };
-    auto f32 = [&](const dwell_tensor& t, const char* what) {
+    }
+    void f32(const dwell_tensor& t, const char* what) const {
         if (t.dtype != DWELL_F32) fail(op, std::string(what) + " must be f32, got " + shape_str(t));
-    };
-    auto i32 = [&](const dwell_tensor& t, const char* what) {
+    }
+    void i32(const dwell_tensor& t, const char* what) const {
         if (t.dtype != DWELL_I32) fail(op, std::string(what) + " must be i32, got " + shape_str(t));
-    };
+    }
+    const dwell_tensor& input(size_t k, const char* what) const { return b.at(in[k], what); }
+
+    dwell_tensor get_rows() const;
+    dwell_tensor matmul() const;
+    dwell_tensor broadcast_binary() const;  // add, mul
+    dwell_tensor elementwise_unary() const;
+    dwell_tensor swiglu() const;
+    dwell_tensor rope() const;
+    dwell_tensor attention() const;
+    void check_attention_heads(const dwell_tensor& q, const dwell_tensor& k,
+                               const dwell_tensor& v) const;
+    void check_attention_caches(const dwell_tensor& k, const dwell_tensor& kc,
+                                const dwell_tensor& vc) const;
+    void check_attention_writes_only_caches() const;
+    dwell_tensor topk() const;
+    dwell_tensor gather() const;
+    dwell_tensor expert_matmul() const;
+    dwell_tensor moe_combine() const;
+    dwell_tensor cpy() const;
+};
+
+dwell_tensor GraphBuilder::OpCheck::get_rows() const {
+    need(2);
+    const auto& table = input(0, "get_rows");
+    const auto& ids = input(1, "get_rows");
+    i32(ids, "ids");
+    if (!is_vector(ids)) fail(op, "ids must be a vector, got " + shape_str(ids));
+    if (table.ne[2] != 1 || table.ne[3] != 1)
+        fail(op, "table must be 2-D, got " + shape_str(table));
+    return shaped(DWELL_F32, {table.ne[0], ids.ne[0]});
+}
+
+dwell_tensor GraphBuilder::OpCheck::matmul() const {
+    need(2);
+    const auto& w = input(0, "matmul");
+    const auto& x = input(1, "matmul");
+    f32(x, "x");
+    if (w.ne[2] != 1 || w.ne[3] != 1) fail(op, "weight must be 2-D, got " + shape_str(w));
+    if (w.ne[0] != x.ne[0])
+        fail(op, "inner dimensions differ: " + shape_str(w) + " x " + shape_str(x));
+    return shaped(DWELL_F32, {w.ne[1], x.ne[1], x.ne[2], x.ne[3]});
+}
+
+dwell_tensor GraphBuilder::OpCheck::broadcast_binary() const {
+    need(2);
+    const auto& a = input(0, "add/mul");
+    const auto& b = input(1, "add/mul");
+    f32(a, "in0");
+    f32(b, "in1");
+    if (!same_shape(a, b) && !(is_vector(b) && b.ne[0] == a.ne[0])) {
+        fail(op, "cannot broadcast " + shape_str(b) + " over " + shape_str(a));
+    }
+    return make_tensor(DWELL_F32, a.n_dims, a.ne);
+}
+
+dwell_tensor GraphBuilder::OpCheck::elementwise_unary() const {
+    need(1);
+    const auto& a = input(0, dwell_op_name(op));
+    f32(a, "input");
+    return make_tensor(DWELL_F32, a.n_dims, a.ne);
+}
+
+dwell_tensor GraphBuilder::OpCheck::swiglu() const {
+    need(2);
+    const auto& a = input(0, "swiglu");
+    const auto& b = input(1, "swiglu");
+    f32(a, "gate");
+    f32(b, "up");
+    if (!same_shape(a, b)) fail(op, "gate " + shape_str(a) + " and up " + shape_str(b) + " differ");
+    return make_tensor(DWELL_F32, a.n_dims, a.ne);
+}
+
+dwell_tensor GraphBuilder::OpCheck::rope() const {
+    need(2);
+    const auto& x = input(0, "rope");
+    const auto& pos = input(1, "rope");
+    f32(x, "x");
+    i32(pos, "positions");
+    if (!is_vector(pos) || pos.ne[0] != x.ne[2]) {
+        fail(op,
+             "positions " + shape_str(pos) + " must have one entry per token of " + shape_str(x));
+    }
+    if (ip.size() < 2 || (ip[0] != DWELL_ROPE_NORM && ip[0] != DWELL_ROPE_NEOX) || ip[1] <= 0 ||
+        ip[1] > x.ne[0] || ip[1] % 2 != 0) {
+        fail(op, "needs iparams {mode, n_rot} with an even n_rot <= head_dim " +
+                     std::to_string(x.ne[0]));
+    }
+    return make_tensor(DWELL_F32, x.n_dims, x.ne);
+}
+
+dwell_tensor GraphBuilder::OpCheck::attention() const {
+    need(6);
+    const auto& q = input(0, "attention");
+    const auto& k = input(1, "attention");
+    const auto& v = input(2, "attention");
+    const auto& kc = input(3, "attention");
+    const auto& vc = input(4, "attention");
+    const auto& pos = input(5, "attention");
+    f32(q, "q");
+    f32(k, "k");
+    f32(v, "v");
+    i32(pos, "positions");
+    check_attention_heads(q, k, v);
+    check_attention_caches(k, kc, vc);
+    if (!is_vector(pos) || pos.ne[0] != q.ne[2])
+        fail(op, "positions must have one entry per token");
+    check_attention_writes_only_caches();
+    return make_tensor(DWELL_F32, q.n_dims, q.ne);
+}
+
+void GraphBuilder::OpCheck::check_attention_heads(const dwell_tensor& q, const dwell_tensor& k,
+                                                  const dwell_tensor& v) const {
+    if (k.ne[0] != q.ne[0] || !same_shape(k, v) || k.ne[2] != q.ne[2] || k.ne[1] <= 0 ||
+        q.ne[1] % k.ne[1] != 0) {
+        fail(op, "q " + shape_str(q) + ", k " + shape_str(k) + ", v " + shape_str(v) +
+                     " are not [hd, n_head, T], [hd, n_kv, T] with n_head a multiple of n_kv");
+    }
+}
+
+void GraphBuilder::OpCheck::check_attention_caches(const dwell_tensor& k, const dwell_tensor& kc,
+                                                   const dwell_tensor& vc) const {
+    // Paged (graph.h): a page space and an I32 page table [2, n].
+    const bool paged = vc.dtype == DWELL_I32;
+    if (paged) {
+        if (kc.ne[0] != k.ne[0] * k.ne[1] || kc.n_dims != 3 || vc.n_dims != 2 || vc.ne[0] != 2) {
+            fail(op, "paged cache " + shape_str(kc) + " / page table " + shape_str(vc) +
+                         " are not [" + std::to_string(k.ne[0] * k.ne[1]) +
+                         ", rows_per_page, n_pages] and [2, n_logical]");
+        }
+    } else if (kc.ne[0] != k.ne[0] * k.ne[1] || !same_shape(kc, vc) || kc.dtype != vc.dtype) {
+        fail(op, "caches " + shape_str(kc) + " / " + shape_str(vc) + " do not hold rows of " +
+                     std::to_string(k.ne[0] * k.ne[1]));
+    }
+}
+
+// The op writes into input 3 (and 4 unless paged): they must be the KV
+// cache, never weights (read-only mappings) or activations.
+void GraphBuilder::OpCheck::check_attention_writes_only_caches() const {
+    const Graph& g = b.graph_;
+    const int32_t kc_root = g.storage_of(in[3]), vc_root = g.storage_of(in[4]);
+    if (g.slots[kc_root].role != TensorRole::Cache || g.slots[vc_root].role != TensorRole::Cache ||
+        g.slots[kc_root].tensor.data == g.slots[vc_root].tensor.data) {
+        fail(op, "inputs 3 and 4 must be the layer's K and V caches (from kv_cache())");
+    }
+}
+
+dwell_tensor GraphBuilder::OpCheck::topk() const {
+    need(1);
+    const auto& a = input(0, "topk");
+    f32(a, "input");
+    if (ip.empty() || ip[0] <= 0 || ip[0] > a.ne[0])
+        fail(op, "k must be in 1.." + std::to_string(a.ne[0]));
+    return shaped(DWELL_I32, {ip[0], a.ne[1], a.ne[2], a.ne[3]});
+}
+
+dwell_tensor GraphBuilder::OpCheck::gather() const {
+    need(2);
+    const auto& a = input(0, "gather");
+    const auto& ids = input(1, "gather");
+    f32(a, "input");
+    i32(ids, "ids");
+    if (ids.ne[1] != a.ne[1] || ids.ne[2] != a.ne[2] || ids.ne[3] != a.ne[3]) {
+        fail(op, "ids " + shape_str(ids) + " do not match rows of " + shape_str(a));
+    }
+    return make_tensor(DWELL_F32, ids.n_dims, ids.ne);
+}
+
+dwell_tensor GraphBuilder::OpCheck::expert_matmul() const {
+    need(3);
+    const auto& w = input(0, "expert_matmul");
+    const auto& x = input(1, "expert_matmul");
+    const auto& ids = input(2, "expert_matmul");
+    f32(x, "x");
+    i32(ids, "ids");
+    if (w.ne[0] != x.ne[0] || w.ne[3] != 1 || ids.ne[1] != x.ne[1] || x.ne[2] != 1) {
+        fail(op, "weights " + shape_str(w) + ", x " + shape_str(x) + ", ids " + shape_str(ids) +
+                     " are not [K, N, E], [K, T], [k, T]");
+    }
+    return shaped(DWELL_F32, {w.ne[1], ids.ne[0], x.ne[1]});
+}
+
+dwell_tensor GraphBuilder::OpCheck::moe_combine() const {
+    need(2);
+    const auto& y = input(0, "moe_combine");
+    const auto& w = input(1, "moe_combine");
+    f32(y, "y");
+    f32(w, "w");
+    if (w.ne[0] != y.ne[1] || w.ne[1] != y.ne[2]) {
+        fail(op, "y " + shape_str(y) + " and w " + shape_str(w) + " are not [N, k, T], [k, T]");
+    }
+    return shaped(DWELL_F32, {y.ne[0], y.ne[2]});
+}
+
+dwell_tensor GraphBuilder::OpCheck::cpy() const {
+    need(1);
+    const auto& a = input(0, "cpy");
+    if (ip.empty() || ip[0] < 0 || ip[0] >= DWELL_DTYPE_COUNT) fail(op, "needs the target dtype");
+    auto dt = static_cast<dwell_dtype>(ip[0]);
+    if (dwell_row_bytes(dt, a.ne[0]) == 0) {
+        fail(op, std::string("rows of ") + std::to_string(a.ne[0]) + " cannot be stored as " +
+                     dwell_dtype_name(dt));
+    }
+    return make_tensor(dt, a.n_dims, a.ne);
+}
+
+dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
+                                 std::span<const int32_t> ip) const {
+    const OpCheck check{*this, op, in, ip};
     switch (op) {
-        case DWELL_OP_GET_ROWS: {
-            need(2);
-            const auto& table = at(in[0], "get_rows");
-            const auto& ids = at(in[1], "get_rows");
-            i32(ids, "ids");
-            if (!is_vector(ids)) fail(op, "ids must be a vector, got " + shape_str(ids));
-            if (table.ne[2] != 1 || table.ne[3] != 1)
-                fail(op, "table must be 2-D, got " + shape_str(table));
-            return shaped(DWELL_F32, {table.ne[0], ids.ne[0]});
-        }
-        case DWELL_OP_MATMUL: {
-            need(2);
-            const auto& w = at(in[0], "matmul");
-            const auto& x = at(in[1], "matmul");
-            f32(x, "x");
-            if (w.ne[2] != 1 || w.ne[3] != 1) fail(op, "weight must be 2-D, got " + shape_str(w));
-            if (w.ne[0] != x.ne[0])
-                fail(op, "inner dimensions differ: " + shape_str(w) + " x " + shape_str(x));
-            return shaped(DWELL_F32, {w.ne[1], x.ne[1], x.ne[2], x.ne[3]});
-        }
+        case DWELL_OP_GET_ROWS:
+            return check.get_rows();
+        case DWELL_OP_MATMUL:
+            return check.matmul();
         case DWELL_OP_ADD:
-        case DWELL_OP_MUL: {
-            need(2);
-            const auto& a = at(in[0], "add/mul");
-            const auto& b = at(in[1], "add/mul");
-            f32(a, "in0");
-            f32(b, "in1");
-            if (!same_shape(a, b) && !(is_vector(b) && b.ne[0] == a.ne[0])) {
-                fail(op, "cannot broadcast " + shape_str(b) + " over " + shape_str(a));
-            }
-            return make_tensor(DWELL_F32, a.n_dims, a.ne);
-        }
+        case DWELL_OP_MUL:
+            return check.broadcast_binary();
         case DWELL_OP_SCALE:
         case DWELL_OP_RMS_NORM:
         case DWELL_OP_LAYER_NORM:
         case DWELL_OP_SILU:
         case DWELL_OP_GELU:
-        case DWELL_OP_SOFTMAX: {
-            need(1);
-            const auto& a = at(in[0], dwell_op_name(op));
-            f32(a, "input");
-            return make_tensor(DWELL_F32, a.n_dims, a.ne);
-        }
-        case DWELL_OP_SWIGLU: {
-            need(2);
-            const auto& a = at(in[0], "swiglu");
-            const auto& b = at(in[1], "swiglu");
-            f32(a, "gate");
-            f32(b, "up");
-            if (!same_shape(a, b))
-                fail(op, "gate " + shape_str(a) + " and up " + shape_str(b) + " differ");
-            return make_tensor(DWELL_F32, a.n_dims, a.ne);
-        }
-        case DWELL_OP_ROPE: {
-            need(2);
-            const auto& x = at(in[0], "rope");
-            const auto& pos = at(in[1], "rope");
-            f32(x, "x");
-            i32(pos, "positions");
-            if (!is_vector(pos) || pos.ne[0] != x.ne[2]) {
-                fail(op, "positions " + shape_str(pos) + " must have one entry per token of " +
-                             shape_str(x));
-            }
-            if (ip.size() < 2 || (ip[0] != DWELL_ROPE_NORM && ip[0] != DWELL_ROPE_NEOX) ||
-                ip[1] <= 0 || ip[1] > x.ne[0] || ip[1] % 2 != 0) {
-                fail(op, "needs iparams {mode, n_rot} with an even n_rot <= head_dim " +
-                             std::to_string(x.ne[0]));
-            }
-            return make_tensor(DWELL_F32, x.n_dims, x.ne);
-        }
-        case DWELL_OP_ATTENTION: {
-            need(6);
-            const auto& q = at(in[0], "attention");
-            const auto& k = at(in[1], "attention");
-            const auto& v = at(in[2], "attention");
-            const auto& kc = at(in[3], "attention");
-            const auto& vc = at(in[4], "attention");
-            const auto& pos = at(in[5], "attention");
-            f32(q, "q");
-            f32(k, "k");
-            f32(v, "v");
-            i32(pos, "positions");
-            if (k.ne[0] != q.ne[0] || !same_shape(k, v) || k.ne[2] != q.ne[2] || k.ne[1] <= 0 ||
-                q.ne[1] % k.ne[1] != 0) {
-                fail(op,
-                     "q " + shape_str(q) + ", k " + shape_str(k) + ", v " + shape_str(v) +
-                         " are not [hd, n_head, T], [hd, n_kv, T] with n_head a multiple of n_kv");
-            }
-            // Paged (graph.h): a page space and an I32 page table [2, n].
-            const bool paged = vc.dtype == DWELL_I32;
-            if (paged) {
-                if (kc.ne[0] != k.ne[0] * k.ne[1] || kc.n_dims != 3 || vc.n_dims != 2 ||
-                    vc.ne[0] != 2) {
-                    fail(op, "paged cache " + shape_str(kc) + " / page table " + shape_str(vc) +
-                                 " are not [" + std::to_string(k.ne[0] * k.ne[1]) +
-                                 ", rows_per_page, n_pages] and [2, n_logical]");
-                }
-            } else if (kc.ne[0] != k.ne[0] * k.ne[1] || !same_shape(kc, vc) ||
-                       kc.dtype != vc.dtype) {
-                fail(op, "caches " + shape_str(kc) + " / " + shape_str(vc) +
-                             " do not hold rows of " + std::to_string(k.ne[0] * k.ne[1]));
-            }
-            if (!is_vector(pos) || pos.ne[0] != q.ne[2])
-                fail(op, "positions must have one entry per token");
-            // The op writes into input 3 (and 4 unless paged): they must be
-            // the KV cache, never weights (read-only mappings) or activations.
-            const int32_t kc_root = graph_.storage_of(in[3]), vc_root = graph_.storage_of(in[4]);
-            if (graph_.slots[kc_root].role != TensorRole::Cache ||
-                graph_.slots[vc_root].role != TensorRole::Cache ||
-                graph_.slots[kc_root].tensor.data == graph_.slots[vc_root].tensor.data) {
-                fail(op, "inputs 3 and 4 must be the layer's K and V caches (from kv_cache())");
-            }
-            return make_tensor(DWELL_F32, q.n_dims, q.ne);
-        }
-        case DWELL_OP_TOPK: {
-            need(1);
-            const auto& a = at(in[0], "topk");
-            f32(a, "input");
-            if (ip.empty() || ip[0] <= 0 || ip[0] > a.ne[0])
-                fail(op, "k must be in 1.." + std::to_string(a.ne[0]));
-            return shaped(DWELL_I32, {ip[0], a.ne[1], a.ne[2], a.ne[3]});
-        }
-        case DWELL_OP_GATHER: {
-            need(2);
-            const auto& a = at(in[0], "gather");
-            const auto& ids = at(in[1], "gather");
-            f32(a, "input");
-            i32(ids, "ids");
-            if (ids.ne[1] != a.ne[1] || ids.ne[2] != a.ne[2] || ids.ne[3] != a.ne[3]) {
-                fail(op, "ids " + shape_str(ids) + " do not match rows of " + shape_str(a));
-            }
-            return make_tensor(DWELL_F32, ids.n_dims, ids.ne);
-        }
-        case DWELL_OP_EXPERT_MATMUL: {
-            need(3);
-            const auto& w = at(in[0], "expert_matmul");
-            const auto& x = at(in[1], "expert_matmul");
-            const auto& ids = at(in[2], "expert_matmul");
-            f32(x, "x");
-            i32(ids, "ids");
-            if (w.ne[0] != x.ne[0] || w.ne[3] != 1 || ids.ne[1] != x.ne[1] || x.ne[2] != 1) {
-                fail(op, "weights " + shape_str(w) + ", x " + shape_str(x) + ", ids " +
-                             shape_str(ids) + " are not [K, N, E], [K, T], [k, T]");
-            }
-            return shaped(DWELL_F32, {w.ne[1], ids.ne[0], x.ne[1]});
-        }
-        case DWELL_OP_MOE_COMBINE: {
-            need(2);
-            const auto& y = at(in[0], "moe_combine");
-            const auto& w = at(in[1], "moe_combine");
-            f32(y, "y");
-            f32(w, "w");
-            if (w.ne[0] != y.ne[1] || w.ne[1] != y.ne[2]) {
-                fail(op,
-                     "y " + shape_str(y) + " and w " + shape_str(w) + " are not [N, k, T], [k, T]");
-            }
-            return shaped(DWELL_F32, {y.ne[0], y.ne[2]});
-        }
-        case DWELL_OP_CPY: {
-            need(1);
-            const auto& a = at(in[0], "cpy");
-            if (ip.empty() || ip[0] < 0 || ip[0] >= DWELL_DTYPE_COUNT)
-                fail(op, "needs the target dtype");
-            auto dt = static_cast<dwell_dtype>(ip[0]);
-            if (dwell_row_bytes(dt, a.ne[0]) == 0) {
-                fail(op, std::string("rows of ") + std::to_string(a.ne[0]) +
-                             " cannot be stored as " + dwell_dtype_name(dt));
-            }
-            return make_tensor(dt, a.n_dims, a.ne);
-        }
+        case DWELL_OP_SOFTMAX:
+            return check.elementwise_unary();
+        case DWELL_OP_SWIGLU:
+            return check.swiglu();
+        case DWELL_OP_ROPE:
+            return check.rope();
+        case DWELL_OP_ATTENTION:
+            return check.attention();
+        case DWELL_OP_TOPK:
+            return check.topk();
+        case DWELL_OP_GATHER:
+            return check.gather();
+        case DWELL_OP_EXPERT_MATMUL:
+            return check.expert_matmul();
+        case DWELL_OP_MOE_COMBINE:
+            return check.moe_combine();
+        case DWELL_OP_CPY:
+            return check.cpy();
         default:
             fail(op, "unknown op " + std::to_string(static_cast<int>(op)));
     }

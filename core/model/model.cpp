@@ -12,6 +12,7 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/base/tensor_shape.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 
 namespace dwell {
@@ -23,12 +24,6 @@ namespace {
 std::string plugin_error(const dwell_model_plugin* api, dwell_model* handle) {
     const char* e = api->last_error ? api->last_error(handle) : nullptr;
     return e && *e ? e : "no message";
-}
-
-std::string shape_str(int32_t n_dims, const int64_t* ne) {
-    std::string s = "[";
-    for (int i = 0; i < n_dims; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-    return s + "]";
 }
 
 // A model object made by a plugin, destroyed by that plugin.
@@ -76,6 +71,94 @@ std::pair<std::shared_ptr<LoadedPlugin>, PluginModel> create_model_object(
                     "' declined the model (" + declined + "); plugin folders searched: " + dirs);
 }
 
+std::string architecture_of(const dwell_metadata& meta, const fs::path& path) {
+    const char* arch_text = nullptr;
+    size_t arch_len = 0;
+    if (!meta.get_string(meta.self, "general.architecture", &arch_text, &arch_len)) {
+        throw Error(
+            DWELL_ERR_CORRUPT,
+            path.string() + ": metadata key general.architecture is missing or not a string");
+    }
+    return std::string(arch_text, arch_len);
+}
+
+// The tensors a model plugin declares, copied out of its callbacks.
+struct DeclaredTensors {
+    std::vector<dwell_tensor_decl> decls;
+    std::vector<std::string> names;
+    bool failed = false;
+};
+
+DeclaredTensors declared_tensors(const dwell_model_plugin* api, dwell_model* handle,
+                                 const fs::path& path) {
+    DeclaredTensors collected;
+    // Called from plugin code: nothing may throw through it, and only the
+    // fields the plugin's struct_size covers are read.
+    auto collect = [](void* user, const dwell_tensor_decl* decl) noexcept {
+        auto* c = static_cast<DeclaredTensors*>(user);
+        if (!decl || !DWELL_HAS_FIELD(decl, dwell_tensor_decl, required) || !decl->name) {
+            c->failed = true;
+            return;
+        }
+        try {
+            dwell_tensor_decl copy{};
+            std::memcpy(&copy, decl, std::min<size_t>(decl->struct_size, sizeof copy));
+            c->decls.push_back(copy);
+            c->names.emplace_back(decl->name);
+        } catch (...) {
+            c->failed = true;
+        }
+    };
+    if (api->declare_tensors(handle, collect, &collected) != DWELL_OK || collected.failed) {
+        throw Error(DWELL_ERR_INTERNAL, path.string() +
+                                            ": the model plugin could not list its tensors: " +
+                                            plugin_error(api, handle));
+    }
+    return collected;
+}
+
+// The file's tensor must have the shape the plugin declared and a type
+// this version runs.
+void check_declared_tensor(const dwell_tensor_decl& decl, const SourceTensor& t,
+                           const std::string& name, const fs::path& path) {
+    const int32_t nd = std::clamp(decl.n_dims, 1, DWELL_MAX_DIMS);
+    bool shape_ok = true;
+    for (int d = 0; d < DWELL_MAX_DIMS; ++d) {
+        const int64_t want = d < nd ? decl.ne[d] : 1;
+        if (want != t.ne[d]) shape_ok = false;
+    }
+    if (!shape_ok) {
+        throw Error(DWELL_ERR_CORRUPT, path.string() + ": tensor '" + name + "' has shape " +
+                                           shape_str(t.n_dims, t.ne) +
+                                           ", the model's metadata implies " +
+                                           shape_str(nd, decl.ne));
+    }
+    if (t.dtype == DWELL_DTYPE_COUNT || dwell_dtype_block_bytes(t.dtype) == 0) {
+        throw Error(DWELL_ERR_UNSUPPORTED,
+                    path.string() + ": tensor '" + name + "' has type " + t.type_name +
+                        ", which this dwell version cannot run (supported: f32, f16, "
+                        "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K)");
+    }
+}
+
+// The descriptor backends see for a weight, dense rows of the file's
+// layout. No data yet: mapped weights get it once resident, streamed ones
+// per step from the streamer.
+dwell_tensor weight_descriptor(const SourceTensor& t, bool streamed) {
+    dwell_tensor w{};
+    w.dtype = t.dtype;
+    w.n_dims = t.n_dims;
+    std::copy(t.ne, t.ne + DWELL_MAX_DIMS, w.ne);
+    w.nb[0] = dwell_dtype_block_bytes(w.dtype);
+    w.nb[1] = dwell_row_bytes(w.dtype, w.ne[0]);
+    for (int d = 2; d < DWELL_MAX_DIMS; ++d)
+        w.nb[d] = w.nb[d - 1] * static_cast<uint64_t>(w.ne[d - 1]);
+    w.data = nullptr;
+    // Backends never write weights; the mapping is read-only.
+    if (streamed) w.flags = DWELL_TENSOR_VOLATILE;
+    return w;
+}
+
 }  // namespace
 
 Model::Model(std::unique_ptr<ModelSource> source, std::shared_ptr<LoadedPlugin> plugin)
@@ -99,178 +182,133 @@ Model::~Model() {
 
 std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path,
                                    const LoadProgress& progress) {
-    const Manifest::Memory& mem = runtime.manifest().memory;
-    const bool streamed = mem.weights != "mmap";  // load | stream: read by a WeightStreamer
+    const bool streamed =
+        runtime.manifest().memory.weights != "mmap";  // load | stream: read by a WeightStreamer
     // Deferred either way: only the tensors the plugin declares are made
     // resident below, after their bytes are charged to the budget.
     std::unique_ptr<ModelSource> source = open_model_source(path, TensorData::Deferred);
     const dwell_metadata& meta = source->metadata();
-    const char* arch_text = nullptr;
-    size_t arch_len = 0;
-    if (!meta.get_string(meta.self, "general.architecture", &arch_text, &arch_len)) {
-        throw Error(
-            DWELL_ERR_CORRUPT,
-            path.string() + ": metadata key general.architecture is missing or not a string");
-    }
-    const std::string arch(arch_text, arch_len);
+    const std::string arch = architecture_of(meta, path);
     auto [plugin, handle] = create_model_object(runtime, meta, arch, path);
     std::shared_ptr<Model> model(new Model(std::move(source), plugin));  // private constructor
     model->handle_ = handle.release();                                   // destroyed by ~Model
     model->runtime_ = runtime.lifetime();
     model->id_ = runtime.next_model_id();
     model->architecture_ = arch;
-    const dwell_model_plugin* api = plugin->model();
 
-    model->info_.struct_size = sizeof(model->info_);
-    if (api->get_info(model->handle_, &model->info_) != DWELL_OK) {
+    model->read_info(path);
+    model->bind_weights(path, streamed);
+    model->weights_in_place_ = !streamed;
+    if (streamed) {
+        model->start_streaming(runtime, path, progress);
+    } else {
+        model->map_weights(runtime, path);
+    }
+    model->read_tokenizer(path);
+    spdlog::info("model {}: {} by the {} plugin ({}), {} layers, vocab {}, weights {}",
+                 path.string(), model->architecture_, plugin->name(), plugin->path().string(),
+                 model->info_.n_layer, model->info_.n_vocab, format_bytes(model->weight_bytes_));
+    return model;
+}
+
+void Model::read_info(const fs::path& path) {
+    const dwell_model_plugin* api = plugin_->model();
+    info_.struct_size = sizeof(info_);
+    if (api->get_info(handle_, &info_) != DWELL_OK) {
         throw Error(DWELL_ERR_INTERNAL, path.string() +
                                             ": the model plugin could not describe the model: " +
-                                            plugin_error(api, model->handle_));
+                                            plugin_error(api, handle_));
     }
-    const auto& mi = model->info_;
+    const auto& mi = info_;
     if (mi.n_vocab <= 0 || mi.n_vocab > (int64_t{1} << 24) || mi.n_layer <= 0 ||
         mi.n_layer > 4096 || mi.kv_width <= 0 || mi.kv_width > (int64_t{1} << 24) ||
         mi.n_ctx_train < 0) {
-        throw Error(DWELL_ERR_CORRUPT, path.string() + ": the " + plugin->name() +
+        throw Error(DWELL_ERR_CORRUPT, path.string() + ": the " + plugin_->name() +
                                            " model plugin describes an impossible model (vocab " +
                                            std::to_string(mi.n_vocab) + ", " +
                                            std::to_string(mi.n_layer) + " layers, KV width " +
                                            std::to_string(mi.kv_width) + ")");
     }
+}
 
-    // Bind every declared tensor to the file's data, checking shape and type.
-    struct Collected {
-        std::vector<dwell_tensor_decl> decls;
-        std::vector<std::string> names;
-        bool failed = false;
-    } collected;
-    // Called from plugin code: nothing may throw through it, and only the
-    // fields the plugin's struct_size covers are read.
-    auto collect = [](void* user, const dwell_tensor_decl* decl) noexcept {
-        auto* c = static_cast<Collected*>(user);
-        if (!decl || !DWELL_HAS_FIELD(decl, dwell_tensor_decl, required) || !decl->name) {
-            c->failed = true;
-            return;
-        }
-        try {
-            dwell_tensor_decl copy{};
-            std::memcpy(&copy, decl, std::min<size_t>(decl->struct_size, sizeof copy));
-            c->decls.push_back(copy);
-            c->names.emplace_back(decl->name);
-        } catch (...) {
-            c->failed = true;
-        }
-    };
-    if (api->declare_tensors(model->handle_, collect, &collected) != DWELL_OK || collected.failed) {
-        throw Error(DWELL_ERR_INTERNAL, path.string() +
-                                            ": the model plugin could not list its tensors: " +
-                                            plugin_error(api, model->handle_));
-    }
-    for (size_t i = 0; i < collected.decls.size(); ++i) {
-        const auto& decl = collected.decls[i];
-        const std::string& name = collected.names[i];
-        const SourceTensor* t = model->source_->find_tensor(name);
+// Binds every tensor the plugin declares to the file's tensor of that name,
+// checking shape and type.
+void Model::bind_weights(const fs::path& path, bool streamed) {
+    const DeclaredTensors declared = declared_tensors(plugin_->model(), handle_, path);
+    for (size_t i = 0; i < declared.decls.size(); ++i) {
+        const auto& decl = declared.decls[i];
+        const std::string& name = declared.names[i];
+        const SourceTensor* t = source_->find_tensor(name);
         if (!t) {
             if (decl.required) {
                 throw Error(DWELL_ERR_CORRUPT, path.string() + ": tensor '" + name +
-                                                   "' needed by the " + plugin->name() +
+                                                   "' needed by the " + plugin_->name() +
                                                    " model plugin is missing");
             }
             continue;
         }
-        const int32_t nd = std::clamp(decl.n_dims, 1, DWELL_MAX_DIMS);
-        bool shape_ok = true;
-        for (int d = 0; d < DWELL_MAX_DIMS; ++d) {
-            const int64_t want = d < nd ? decl.ne[d] : 1;
-            if (want != t->ne[d]) shape_ok = false;
-        }
-        if (!shape_ok) {
-            throw Error(DWELL_ERR_CORRUPT, path.string() + ": tensor '" + name + "' has shape " +
-                                               shape_str(t->n_dims, t->ne) +
-                                               ", the model's metadata implies " +
-                                               shape_str(nd, decl.ne));
-        }
-        if (t->dtype == DWELL_DTYPE_COUNT || dwell_dtype_block_bytes(t->dtype) == 0) {
-            throw Error(DWELL_ERR_UNSUPPORTED,
-                        path.string() + ": tensor '" + name + "' has type " + t->type_name +
-                            ", which this dwell version cannot run (supported: f32, f16, "
-                            "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K)");
-        }
-        dwell_tensor w{};
-        w.dtype = t->dtype;
-        w.n_dims = t->n_dims;
-        std::copy(t->ne, t->ne + DWELL_MAX_DIMS, w.ne);
-        w.nb[0] = dwell_dtype_block_bytes(w.dtype);
-        w.nb[1] = dwell_row_bytes(w.dtype, w.ne[0]);
-        for (int d = 2; d < DWELL_MAX_DIMS; ++d)
-            w.nb[d] = w.nb[d - 1] * static_cast<uint64_t>(w.ne[d - 1]);
-        // Backends never write weights; the mapping is read-only. Streamed
-        // weights get their address per step from the streamer.
-        // Set once the tensor is resident (mapped weights, below).
-        w.data = nullptr;
-        if (streamed) w.flags = DWELL_TENSOR_VOLATILE;
-        auto [it, inserted] = model->weights_.emplace(name, w);
+        check_declared_tensor(decl, *t, name, path);
+        auto [it, inserted] = weights_.emplace(name, weight_descriptor(*t, streamed));
         it->second.name = it->first.c_str();
         if (inserted) {
-            model->weight_bytes_ += t->size;
-            if (!streamed && t->stored.frame_sizes.empty()) model->mapped_weight_bytes_ += t->size;
+            weight_bytes_ += t->size;
+            if (!streamed && t->stored.frame_sizes.empty()) mapped_weight_bytes_ += t->size;
         }
     }
+}
 
-    model->weights_in_place_ = !streamed;
-    if (streamed) {
-        // The streamer's buffers come from the pool, so they are budgeted there.
-        std::vector<std::string> names;
-        for (const auto& [name, t] : model->weights_) names.push_back(name);
-        WeightStreamOptions o;
-        o.pin_all = mem.weights == "load";
-        o.budget_bytes = mem.weight_budget_bytes;
-        o.pin_layers = mem.pin_layers;
-        o.pin_auto = mem.pin_auto;
-        o.prefetch = mem.prefetch_layers;
-        o.progress = progress;
-        model->streamer_ =
-            std::make_unique<WeightStreamer>(*model->source_, names, o, runtime.pool());
-        spdlog::info("{}: {}", path.string(), model->streamer_->describe());
-    } else {
-        // Mapped weights count against the budget like every other byte, so a
-        // model that cannot fit is refused here rather than killed later.
-        runtime.pool().charge(model->weight_bytes_, MemoryUse::Weights,
-                              "the weights of " + path.string());
-        model->charged_bytes_ = model->weight_bytes_;
-        std::vector<std::string> names;
-        names.reserve(model->weights_.size());
-        for (const auto& [name, t] : model->weights_) names.push_back(name);
-        // Decompressed weights take memory the mapped ones only may: checked
-        // against what the system and the cgroup have left before any of it
-        // is allocated.
-        model->source_->make_resident(names, [&](uint64_t bytes) {
-            const uint64_t available = runtime.available_memory();
-            if (bytes > 0 && available != 0 && bytes > available) {
-                throw Error(DWELL_ERR_OUT_OF_MEMORY,
-                            path.string() + ": decompressing its weights needs " +
-                                format_bytes(bytes) + " but " + format_bytes(available) +
-                                " of memory is available: convert it without zstd "
-                                "(dwell convert) or free memory");
-            }
-        });
-        for (auto& [name, w] : model->weights_) {
-            w.data = const_cast<uint8_t*>(model->source_->find_tensor(name)->data);
+void Model::start_streaming(Runtime& runtime, const fs::path& path, const LoadProgress& progress) {
+    const Manifest::Memory& mem = runtime.manifest().memory;
+    // The streamer's buffers come from the pool, so they are budgeted there.
+    std::vector<std::string> names;
+    for (const auto& [name, t] : weights_) names.push_back(name);
+    WeightStreamOptions o;
+    o.pin_all = mem.weights == "load";
+    o.budget_bytes = mem.weight_budget_bytes;
+    o.pin_layers = mem.pin_layers;
+    o.pin_auto = mem.pin_auto;
+    o.prefetch = mem.prefetch_layers;
+    o.progress = progress;
+    streamer_ = std::make_unique<WeightStreamer>(*source_, names, o, runtime.pool());
+    spdlog::info("{}: {}", path.string(), streamer_->describe());
+}
+
+void Model::map_weights(Runtime& runtime, const fs::path& path) {
+    const Manifest::Memory& mem = runtime.manifest().memory;
+    // Mapped weights count against the budget like every other byte, so a
+    // model that cannot fit is refused here rather than killed later.
+    runtime.pool().charge(weight_bytes_, MemoryUse::Weights, "the weights of " + path.string());
+    charged_bytes_ = weight_bytes_;
+    std::vector<std::string> names;
+    names.reserve(weights_.size());
+    for (const auto& [name, t] : weights_) names.push_back(name);
+    // Decompressed weights take memory the mapped ones only may: checked
+    // against what the system and the cgroup have left before any of it
+    // is allocated.
+    source_->make_resident(names, [&](uint64_t bytes) {
+        const uint64_t available = runtime.available_memory();
+        if (bytes > 0 && available != 0 && bytes > available) {
+            throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                        path.string() + ": decompressing its weights needs " + format_bytes(bytes) +
+                            " but " + format_bytes(available) +
+                            " of memory is available: convert it without zstd "
+                            "(dwell convert) or free memory");
         }
-        if (mem.mlock) model->lock_weights(mem.pin_layers);
+    });
+    for (auto& [name, w] : weights_) {
+        w.data = const_cast<uint8_t*>(source_->find_tensor(name)->data);
     }
+    if (mem.mlock) lock_weights(mem.pin_layers);
+}
 
-    model->tokenizer_ = std::make_unique<Tokenizer>(model->source_->tokenizer());
-    if (model->tokenizer_->n_vocab() != model->info_.n_vocab) {
+void Model::read_tokenizer(const fs::path& path) {
+    tokenizer_ = std::make_unique<Tokenizer>(source_->tokenizer());
+    if (tokenizer_->n_vocab() != info_.n_vocab) {
         throw Error(DWELL_ERR_CORRUPT, path.string() + ": the vocabulary has " +
-                                           std::to_string(model->tokenizer_->n_vocab()) +
+                                           std::to_string(tokenizer_->n_vocab()) +
                                            " tokens but the model's output has " +
-                                           std::to_string(model->info_.n_vocab));
+                                           std::to_string(info_.n_vocab));
     }
-    spdlog::info("model {}: {} by the {} plugin ({}), {} layers, vocab {}, weights {}",
-                 path.string(), model->architecture_, plugin->name(), plugin->path().string(),
-                 model->info_.n_layer, model->info_.n_vocab, format_bytes(model->weight_bytes_));
-    return model;
 }
 
 // mlock of the mapped layers the manifest pins (all when it pins none), so

@@ -69,6 +69,7 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/base/tensor_shape.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
 #include "dwell/core/formats/pack_layout.hpp"
 #include "dwell/core/platform/mapped_file.hpp"
@@ -301,13 +302,13 @@ public:
             }
             const std::optional<uint64_t> expect = tensor_bytes(e.dtype, {e.ne, n_dims});
             if (!expect) {
-                fail(e, "shape [" + shape_string(e) + "] is not a valid " +
+                fail(e, "shape " + shape_str(e.n_dims, e.ne) + " is not a valid " +
                             dwell_dtype_name(e.dtype) + " shape");
             }
             if (e.raw != *expect) {
                 fail(e, "raw size " + str(e.raw) + " does not match its " +
-                            dwell_dtype_name(e.dtype) + " shape [" + shape_string(e) + "] (" +
-                            str(*expect) + " bytes)");
+                            dwell_dtype_name(e.dtype) + " shape " + shape_str(e.n_dims, e.ne) +
+                            " (" + str(*expect) + " bytes)");
             }
             if (e.raw > limits_.max_tensor_bytes) {
                 fail(e,
@@ -387,15 +388,6 @@ public:
         if ((e.frame_table - h.frames_offset) % kFrameEntryBytes != 0) {
             fail(e, "frame table offset " + str(e.frame_table) + " is misaligned");
         }
-    }
-
-    static std::string shape_string(const Entry& e) {
-        std::string s;
-        for (int32_t d = 0; d < std::max(e.n_dims, 1); ++d) {
-            if (d) s += ", ";
-            s += std::to_string(e.ne[d]);
-        }
-        return s;
     }
 
     void check_unique_and_disjoint(const std::vector<Entry>& entries, const Header& h) const {

@@ -122,8 +122,59 @@ struct WeightStreamer::Impl {
 
     void open_file();
     void layout(Unit& u) const;
+    // plan()'s steps, in order.
     void plan(const WeightStreamOptions& options, MemoryPool& pool);
+    void allocate_staging(MemoryPool& pool);
+    void plan_slots(const WeightStreamOptions& options, MemoryPool& pool);
+    uint64_t pin_listed_layers(const std::vector<int32_t>& layers);
+    void check_budget_holds_a_layer(uint64_t budget_bytes, uint64_t budget, uint64_t pinned) const;
+    uint64_t pin_what_fits(const WeightStreamOptions& options, uint64_t budget, uint64_t pinned);
+    void allocate_slots(uint64_t n_slots, const WeightStreamOptions& options, MemoryPool& pool);
+    void read_pinned_units(const LoadProgress& progress, MemoryPool& pool);
+    void fill_stats();
+    const Unit* largest_unpinned() const;
+    uint64_t count_unpinned() const;
+
+    // One read of read_unit(): a raw tensor whole, or a chunk of whole
+    // frames of a compressed one.
+    struct ReadJob {
+        Place* place;
+        uint64_t offset, bytes;
+        size_t f0 = 0, f1 = 0;  // frames, for a compressed chunk
+        uint64_t raw0 = 0;
+        int64_t chunk = -1;  // index among the compressed chunks; -1: raw
+    };
+    // What read_unit()'s I/O thread and its decompressing thread share.
+    struct ReadPipeline {
+        std::mutex m;
+        std::condition_variable cv;
+        size_t n_read = 0;       // jobs read
+        int64_t n_unpacked = 0;  // chunks decompressed
+        bool abort = false;
+        std::exception_ptr io_error;
+        // One more job read or chunk decompressed: the other side may go on.
+        template <typename N>
+        void advance(N& counter) {
+            std::lock_guard lock(m);
+            ++counter;
+            cv.notify_all();
+        }
+    };
+    // Runs `work`, adding the seconds it took to the stats' `timer`.
+    template <typename F>
+    void timed(double WeightStreamStats::*timer, F&& work) {
+        const auto t0 = Clock::now();
+        work();
+        const double s = seconds_since(t0);
+        std::lock_guard lock(mutex);
+        stats.*timer += s;
+    }
     void read_unit(Unit& u, uint8_t* base);
+    std::vector<ReadJob> read_jobs_of(Unit& u) const;
+    uint8_t* stage(int64_t chunk);
+    void read_jobs(const std::vector<ReadJob>& jobs, uint8_t* base, ReadPipeline& pipe);
+    void decompress_jobs(const std::vector<ReadJob>& jobs, uint8_t* base, ReadPipeline& pipe);
+    void verify_checksums(Unit& u, const uint8_t* base) const;
     void read_range(const SourceTensor& t, uint64_t offset, uint64_t bytes, uint8_t* dst);
     void decompress(const SourceTensor& t, const uint8_t* src, size_t f0, size_t f1, uint64_t raw0,
                     uint8_t* region);
@@ -204,9 +255,23 @@ void WeightStreamer::Impl::layout(Unit& u) const {
 }
 
 void WeightStreamer::Impl::plan(const WeightStreamOptions& options, MemoryPool& pool) {
-    const auto mib = [](uint64_t b) { return format_bytes(b); };
-    // Compressed frames pass through a staging buffer of a few MiB, which
-    // the weight budget includes.
+    allocate_staging(pool);
+    if (options.pin_all) {
+        for (Unit& u : units) u.pinned = true;
+    } else {
+        plan_slots(options, pool);
+    }
+    read_pinned_units(options.progress, pool);
+    if (slots.empty()) {
+        staging = PoolBuffer();  // nothing is read after this
+        dctx.reset();
+    }
+    fill_stats();
+}
+
+// Compressed frames pass through a staging buffer of a few MiB, which the
+// weight budget includes.
+void WeightStreamer::Impl::allocate_staging(MemoryPool& pool) {
     uint64_t frame_max = 0, stored_max = 0;
     for (const Unit& u : units) {
         for (const Place& p : u.places) {
@@ -223,114 +288,141 @@ void WeightStreamer::Impl::plan(const WeightStreamOptions& options, MemoryPool& 
         staging = pool.allocate(2 * align_up(chunk + 2 * kIoAlign, kIoAlign),
                                 "compressed-weight staging for " + path, MemoryUse::Weights);
     }
-    const std::string staged =
-        staging ? " after " + mib(staging.size()) + " of decompression staging" : "";
+}
+
+const WeightStreamer::Impl::Unit* WeightStreamer::Impl::largest_unpinned() const {
+    const Unit* m = nullptr;
+    for (const Unit& u : units)
+        if (!u.pinned && (m == nullptr || u.bytes > m->bytes)) m = &u;
+    return m;
+}
+
+uint64_t WeightStreamer::Impl::count_unpinned() const {
+    return static_cast<uint64_t>(
+        std::count_if(units.begin(), units.end(), [](const Unit& u) { return !u.pinned; }));
+}
+
+// Streaming within options.budget_bytes: the layers the manifest pins, then
+// slots for the computing unit and the read-ahead, then more pinned units
+// where the budget has room.
+void WeightStreamer::Impl::plan_slots(const WeightStreamOptions& options, MemoryPool& pool) {
+    if (options.budget_bytes == 0) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    path +
+                        ": streaming weights needs a weight budget: set [memory] "
+                        "weight_budget_mb in the manifest or --weight-budget");
+    }
     const uint64_t budget =
         options.budget_bytes > staging.size() ? options.budget_bytes - staging.size() : 1;
+    uint64_t pinned = pin_listed_layers(options.pin_layers);
+    check_budget_holds_a_layer(options.budget_bytes, budget, pinned);
+    const uint64_t n_slots = pin_what_fits(options, budget, pinned);
+    allocate_slots(n_slots, options, pool);
+}
+
+// The layers [memory] pin_layers names; returns their buffer bytes.
+uint64_t WeightStreamer::Impl::pin_listed_layers(const std::vector<int32_t>& layers) {
+    int32_t max_layer = -1;
+    for (const Unit& u : units) max_layer = std::max(max_layer, u.layer);
     uint64_t pinned = 0;
-    if (options.pin_all) {
-        for (Unit& u : units) u.pinned = true;
-    } else {
-        if (options.budget_bytes == 0) {
+    for (const int32_t l : layers) {
+        auto it =
+            std::find_if(units.begin(), units.end(), [&](const Unit& u) { return u.layer == l; });
+        if (it == units.end()) {
             throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                        path +
-                            ": streaming weights needs a weight budget: set [memory] "
-                            "weight_budget_mb in the manifest or --weight-budget");
+                        path + ": [memory] pin_layers names layer " + std::to_string(l) +
+                            " but the model's layers are 0-" + std::to_string(max_layer));
         }
-        int32_t max_layer = -1;
-        for (const Unit& u : units) max_layer = std::max(max_layer, u.layer);
-        for (const int32_t l : options.pin_layers) {
-            auto it = std::find_if(units.begin(), units.end(),
-                                   [&](const Unit& u) { return u.layer == l; });
-            if (it == units.end()) {
-                throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                            path + ": [memory] pin_layers names layer " + std::to_string(l) +
-                                " but the model's layers are 0-" + std::to_string(max_layer));
-            }
-            if (!it->pinned) pinned += it->bytes;
-            it->pinned = true;
-        }
-        const auto largest_unpinned = [&]() -> const Unit* {
-            const Unit* m = nullptr;
-            for (const Unit& u : units)
-                if (!u.pinned && (m == nullptr || u.bytes > m->bytes)) m = &u;
-            return m;
-        };
-        const Unit* big = largest_unpinned();
-        if (big != nullptr && budget < big->bytes) {
-            throw Error(
-                DWELL_ERR_OUT_OF_MEMORY,
-                path + ": the weight budget " + mib(options.budget_bytes) + staged +
-                    " is smaller than one layer (" + big->name + " needs " + mib(big->bytes) +
-                    "); raise --weight-budget / [memory] "
-                    "weight_budget_mb to at least " +
-                    std::to_string((big->bytes + staging.size() + (1 << 20) - 1) >> 20) + " MiB");
-        }
-        if (big != nullptr && pinned + big->bytes > budget) {
-            throw Error(DWELL_ERR_OUT_OF_MEMORY,
-                        path + ": the pinned layers take " + mib(pinned) + " of the " +
-                            mib(options.budget_bytes) + " weight budget, leaving less than one " +
-                            "layer (" + big->name + " needs " + mib(big->bytes) +
-                            "); pin fewer layers or raise the budget");
-        }
-        // Slots for the computing unit and the read-ahead; then pin what
-        // else fits, largest first (each pinned byte is a byte not read
-        // per token), re-sizing the slots as the largest unpinned unit shrinks.
-        const auto n_unpinned = [&] {
-            return static_cast<uint64_t>(
-                std::count_if(units.begin(), units.end(), [](const Unit& u) { return !u.pinned; }));
-        };
-        const auto wanted = static_cast<uint64_t>(options.prefetch) + 1;
-        uint64_t n_slots = 0;
-        for (;;) {
-            big = largest_unpinned();
-            if (big == nullptr) {
-                n_slots = 0;
-                break;
-            }
-            // Without auto-pinning the whole rest of the budget is slots,
-            // kept by least recent use.
-            n_slots = std::min({options.pin_auto ? wanted : n_unpinned(), n_unpinned(),
-                                (budget - pinned) / big->bytes});
-            if (!options.pin_auto) break;
-            const uint64_t spare = budget - pinned - n_slots * big->bytes;
-            Unit* pick = nullptr;
-            for (Unit& u : units) {
-                if (u.pinned || u.bytes > spare) continue;
-                // Pinning the largest unit shrinks the slots: count that in.
-                const bool shrinks = &u == big;
-                if (shrinks || n_unpinned() > n_slots) {
-                    if (pick == nullptr || u.bytes > pick->bytes) pick = &u;
-                }
-            }
-            if (pick == nullptr) break;
-            pick->pinned = true;
-            pinned += pick->bytes;
-        }
-        if (big != nullptr) {
-            slots.resize(n_slots);
-            for (auto& s : slots) {
-                s.buf = pool.allocate(big->bytes, "a streamed-weight slot of " + path,
-                                      MemoryUse::Weights);
-            }
-            prefetch = std::min(static_cast<int32_t>(n_slots) - 1, options.prefetch);
-            if (prefetch < options.prefetch) {
-                spdlog::warn(
-                    "{}: the weight budget {} holds {} slot(s) of {}: reading {} layer(s) "
-                    "ahead instead of {}",
-                    path, mib(options.budget_bytes), n_slots, mib(big->bytes), prefetch,
-                    options.prefetch);
-            }
-        }
+        if (!it->pinned) pinned += it->bytes;
+        it->pinned = true;
     }
-    // Pinned units: read now, for good.
+    return pinned;
+}
+
+// `budget` is what the staging buffer leaves of `budget_bytes`; besides
+// `pinned` it must hold the largest unit that is streamed.
+void WeightStreamer::Impl::check_budget_holds_a_layer(uint64_t budget_bytes, uint64_t budget,
+                                                      uint64_t pinned) const {
+    const Unit* big = largest_unpinned();
+    if (big == nullptr) return;
+    const std::string staged =
+        staging ? " after " + format_bytes(staging.size()) + " of decompression staging" : "";
+    if (budget < big->bytes) {
+        throw Error(
+            DWELL_ERR_OUT_OF_MEMORY,
+            path + ": the weight budget " + format_bytes(budget_bytes) + staged +
+                " is smaller than one layer (" + big->name + " needs " + format_bytes(big->bytes) +
+                "); raise --weight-budget / [memory] "
+                "weight_budget_mb to at least " +
+                std::to_string((big->bytes + staging.size() + (1 << 20) - 1) >> 20) + " MiB");
+    }
+    if (pinned + big->bytes > budget) {
+        throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                    path + ": the pinned layers take " + format_bytes(pinned) + " of the " +
+                        format_bytes(budget_bytes) + " weight budget, leaving less than one " +
+                        "layer (" + big->name + " needs " + format_bytes(big->bytes) +
+                        "); pin fewer layers or raise the budget");
+    }
+}
+
+// Slots for the computing unit and the read-ahead; then, with pin_auto,
+// pins what else fits, largest first (each pinned byte is a byte not read
+// per token), re-sizing the slots as the largest unpinned unit shrinks.
+// Returns the number of slots, each the size of the largest unpinned unit.
+uint64_t WeightStreamer::Impl::pin_what_fits(const WeightStreamOptions& options, uint64_t budget,
+                                             uint64_t pinned) {
+    const auto wanted = static_cast<uint64_t>(options.prefetch) + 1;
+    for (;;) {
+        const Unit* big = largest_unpinned();
+        if (big == nullptr) return 0;
+        // Without auto-pinning the whole rest of the budget is slots,
+        // kept by least recent use.
+        const uint64_t n_slots = std::min({options.pin_auto ? wanted : count_unpinned(),
+                                           count_unpinned(), (budget - pinned) / big->bytes});
+        if (!options.pin_auto) return n_slots;
+        const uint64_t spare = budget - pinned - n_slots * big->bytes;
+        Unit* pick = nullptr;
+        for (Unit& u : units) {
+            if (u.pinned || u.bytes > spare) continue;
+            // Pinning the largest unit shrinks the slots: count that in.
+            const bool shrinks = &u == big;
+            if (shrinks || count_unpinned() > n_slots) {
+                if (pick == nullptr || u.bytes > pick->bytes) pick = &u;
+            }
+        }
+        if (pick == nullptr) return n_slots;
+        pick->pinned = true;
+        pinned += pick->bytes;
+    }
+}
+
+void WeightStreamer::Impl::allocate_slots(uint64_t n_slots, const WeightStreamOptions& options,
+                                          MemoryPool& pool) {
+    const Unit* big = largest_unpinned();
+    if (big == nullptr) return;
+    slots.resize(n_slots);
+    for (auto& s : slots) {
+        s.buf = pool.allocate(big->bytes, "a streamed-weight slot of " + path, MemoryUse::Weights);
+    }
+    prefetch = std::min(static_cast<int32_t>(n_slots) - 1, options.prefetch);
+    if (prefetch < options.prefetch) {
+        spdlog::warn(
+            "{}: the weight budget {} holds {} slot(s) of {}: reading {} layer(s) "
+            "ahead instead of {}",
+            path, format_bytes(options.budget_bytes), n_slots, format_bytes(big->bytes), prefetch,
+            options.prefetch);
+    }
+}
+
+// Pinned units: read now, for good.
+void WeightStreamer::Impl::read_pinned_units(const LoadProgress& progress, MemoryPool& pool) {
     uint64_t pinned_total = 0;
     for (const Unit& u : units)
         if (u.pinned) pinned_total += u.raw;
     const auto report = [&](uint64_t done_bytes) {
-        if (options.progress)
-            options.progress("loading weights", static_cast<int64_t>(done_bytes >> 20),
-                             static_cast<int64_t>(pinned_total >> 20));
+        if (progress)
+            progress("loading weights", static_cast<int64_t>(done_bytes >> 20),
+                     static_cast<int64_t>(pinned_total >> 20));
     };
     report(0);
     uint64_t done = 0;
@@ -344,11 +436,9 @@ void WeightStreamer::Impl::plan(const WeightStreamOptions& options, MemoryPool& 
         done += u.raw;
         report(done);
     }
-    if (slots.empty()) {
-        staging = PoolBuffer();  // nothing is read after this
-        dctx.reset();
-    }
+}
 
+void WeightStreamer::Impl::fill_stats() {
     for (const Unit& u : units) {
         if (u.pinned) {
             ++stats.pinned_units;
@@ -438,128 +528,128 @@ void WeightStreamer::Impl::decompress(const SourceTensor& t, const uint8_t* src,
 // chunks of whole frames, each read by an I/O thread into one half of the
 // staging buffer while this thread decompresses the chunk before it.
 void WeightStreamer::Impl::read_unit(Unit& u, uint8_t* base) {
-    struct Job {
-        Place* place;
-        uint64_t offset, bytes;
-        size_t f0 = 0, f1 = 0;  // frames, for a compressed chunk
-        uint64_t raw0 = 0;
-        int64_t chunk = -1;  // index among the compressed chunks; -1: raw
-    };
     try {
-        std::vector<Job> jobs;
-        int64_t chunks = 0;
-        for (Place& p : u.places) {
-            const SourceTensor& t = *p.tensor;
-            const auto& frames = t.stored.frame_sizes;
-            if (frames.empty()) {
-                jobs.push_back({&p, t.stored.offset, t.size});
-                continue;
-            }
-            uint64_t at = t.stored.offset, raw = 0;
-            for (size_t i = 0; i < frames.size();) {
-                Job j{&p, at, 0, i, i, raw, chunks++};
-                while (j.f1 < frames.size() &&
-                       (j.f1 == i || j.bytes + frames[j.f1] <= kStageChunk)) {
-                    j.bytes += frames[j.f1];
-                    raw += std::min(t.stored.frame_raw, t.size - raw);
-                    ++j.f1;
-                }
-                at += j.bytes;
-                i = j.f1;
-                jobs.push_back(j);
-            }
-        }
-        const size_t half = staging.size() / 2;
-        const auto stage = [&](int64_t chunk) {
-            return static_cast<uint8_t*>(staging.data()) + static_cast<size_t>(chunk % 2) * half;
-        };
-
-        std::mutex m;
-        std::condition_variable cv;
-        size_t n_read = 0;       // jobs read
-        int64_t n_unpacked = 0;  // chunks decompressed
-        bool abort = false;
-        std::exception_ptr io_error;
-        const auto io = [&] {
-            try {
-                for (const Job& j : jobs) {
-                    uint8_t* dst = base + j.place->region;
-                    if (j.chunk >= 0) {
-                        std::unique_lock lock(m);
-                        cv.wait(lock, [&] { return abort || j.chunk < n_unpacked + 2; });
-                        if (abort) return;
-                        dst = stage(j.chunk);
-                    }
-                    const auto t0 = Clock::now();
-                    read_range(*j.place->tensor, j.offset, j.bytes, dst);
-                    const double s = seconds_since(t0);
-                    {
-                        std::lock_guard lock(mutex);
-                        stats.read_seconds += s;
-                    }
-                    std::lock_guard lock(m);
-                    ++n_read;
-                    cv.notify_all();
-                }
-            } catch (...) {
-                std::lock_guard lock(m);
-                io_error = std::current_exception();
-                cv.notify_all();
-            }
-        };
-        if (chunks == 0) {
-            io();
+        const std::vector<ReadJob> jobs = read_jobs_of(u);
+        ReadPipeline pipe;
+        const bool compressed =
+            std::any_of(jobs.begin(), jobs.end(), [](const ReadJob& j) { return j.chunk >= 0; });
+        if (!compressed) {
+            read_jobs(jobs, base, pipe);
         } else {
-            std::thread reader_io(io);
+            std::thread reader_io([&] { read_jobs(jobs, base, pipe); });
             try {
-                for (size_t k = 0; k < jobs.size(); ++k) {
-                    const Job& j = jobs[k];
-                    {
-                        std::unique_lock lock(m);
-                        cv.wait(lock, [&] { return io_error || n_read > k; });
-                        if (io_error) break;
-                    }
-                    if (j.chunk < 0) continue;
-                    const auto t0 = Clock::now();
-                    decompress(*j.place->tensor, stage(j.chunk) + j.offset % kIoAlign, j.f0, j.f1,
-                               j.raw0, base + j.place->region);
-                    const double s = seconds_since(t0);
-                    {
-                        std::lock_guard lock(mutex);
-                        stats.decompress_seconds += s;
-                    }
-                    std::lock_guard lock(m);
-                    ++n_unpacked;
-                    cv.notify_all();
-                }
+                decompress_jobs(jobs, base, pipe);
             } catch (...) {
                 {
-                    std::lock_guard lock(m);
-                    abort = true;
-                    cv.notify_all();
+                    std::lock_guard lock(pipe.m);
+                    pipe.abort = true;
+                    pipe.cv.notify_all();
                 }
                 reader_io.join();
                 throw;
             }
             reader_io.join();
         }
-        if (io_error) std::rethrow_exception(io_error);
-        for (Place& p : u.places) {
-            const SourceTensor& t = *p.tensor;
-            if (p.verified || !t.stored.xxh3) continue;
-            if (XXH3_64bits(base + p.data, t.size) != *t.stored.xxh3) {
-                throw Error(DWELL_ERR_CORRUPT, path + ": tensor '" + t.name +
-                                                   "': checksum mismatch while streaming: the "
-                                                   "file is corrupt");
-            }
-            p.verified = true;
-        }
+        if (pipe.io_error) std::rethrow_exception(pipe.io_error);
+        verify_checksums(u, base);
     } catch (const Error& e) {
         u.error = e.what();
         u.error_code = e.status();
     } catch (const std::exception& e) {
         u.error = path + ": reading " + u.name + ": " + e.what();
         u.error_code = DWELL_ERR_IO;
+    }
+}
+
+// The reads of `u` in file order: a raw tensor in one, a compressed one in
+// chunks of whole frames of up to kStageChunk bytes (one frame at least).
+std::vector<WeightStreamer::Impl::ReadJob> WeightStreamer::Impl::read_jobs_of(Unit& u) const {
+    std::vector<ReadJob> jobs;
+    int64_t chunks = 0;
+    for (Place& p : u.places) {
+        const SourceTensor& t = *p.tensor;
+        const auto& frames = t.stored.frame_sizes;
+        if (frames.empty()) {
+            jobs.push_back({&p, t.stored.offset, t.size});
+            continue;
+        }
+        uint64_t at = t.stored.offset, raw = 0;
+        for (size_t i = 0; i < frames.size();) {
+            ReadJob j{&p, at, 0, i, i, raw, chunks++};
+            while (j.f1 < frames.size() && (j.f1 == i || j.bytes + frames[j.f1] <= kStageChunk)) {
+                j.bytes += frames[j.f1];
+                raw += std::min(t.stored.frame_raw, t.size - raw);
+                ++j.f1;
+            }
+            at += j.bytes;
+            i = j.f1;
+            jobs.push_back(j);
+        }
+    }
+    return jobs;
+}
+
+uint8_t* WeightStreamer::Impl::stage(int64_t chunk) {
+    const size_t half = staging.size() / 2;
+    return static_cast<uint8_t*>(staging.data()) + static_cast<size_t>(chunk % 2) * half;
+}
+
+// The I/O side: every job in order, a compressed chunk only once the half
+// of the staging buffer it goes to has been decompressed. A failure is left
+// in pipe.io_error.
+void WeightStreamer::Impl::read_jobs(const std::vector<ReadJob>& jobs, uint8_t* base,
+                                     ReadPipeline& pipe) {
+    try {
+        for (const ReadJob& j : jobs) {
+            uint8_t* dst = base + j.place->region;
+            if (j.chunk >= 0) {
+                std::unique_lock lock(pipe.m);
+                pipe.cv.wait(lock, [&] { return pipe.abort || j.chunk < pipe.n_unpacked + 2; });
+                if (pipe.abort) return;
+                dst = stage(j.chunk);
+            }
+            timed(&WeightStreamStats::read_seconds,
+                  [&] { read_range(*j.place->tensor, j.offset, j.bytes, dst); });
+            pipe.advance(pipe.n_read);
+        }
+    } catch (...) {
+        std::lock_guard lock(pipe.m);
+        pipe.io_error = std::current_exception();
+        pipe.cv.notify_all();
+    }
+}
+
+// The decompressing side: each chunk once it is read, into its tensor's
+// region; stops at the first read that failed.
+void WeightStreamer::Impl::decompress_jobs(const std::vector<ReadJob>& jobs, uint8_t* base,
+                                           ReadPipeline& pipe) {
+    for (size_t k = 0; k < jobs.size(); ++k) {
+        const ReadJob& j = jobs[k];
+        {
+            std::unique_lock lock(pipe.m);
+            pipe.cv.wait(lock, [&] { return pipe.io_error || pipe.n_read > k; });
+            if (pipe.io_error) return;
+        }
+        if (j.chunk < 0) continue;
+        timed(&WeightStreamStats::decompress_seconds, [&] {
+            decompress(*j.place->tensor, stage(j.chunk) + j.offset % kIoAlign, j.f0, j.f1, j.raw0,
+                       base + j.place->region);
+        });
+        pipe.advance(pipe.n_unpacked);
+    }
+}
+
+// Each tensor the file gives a checksum for, once per unit buffer.
+void WeightStreamer::Impl::verify_checksums(Unit& u, const uint8_t* base) const {
+    for (Place& p : u.places) {
+        const SourceTensor& t = *p.tensor;
+        if (p.verified || !t.stored.xxh3) continue;
+        if (XXH3_64bits(base + p.data, t.size) != *t.stored.xxh3) {
+            throw Error(DWELL_ERR_CORRUPT, path + ": tensor '" + t.name +
+                                               "': checksum mismatch while streaming: the "
+                                               "file is corrupt");
+        }
+        p.verified = true;
     }
 }
 

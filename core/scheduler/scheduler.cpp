@@ -10,6 +10,7 @@
 #include <set>
 
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/base/tensor_shape.hpp"
 #include "dwell/core/backend/isolated_step.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/model/weight_streamer.hpp"
@@ -22,13 +23,6 @@ std::string node_str(const dwell_node& n, int32_t index) {
     std::string s = "node " + std::to_string(index) + " (" + dwell_op_name(n.op);
     if (n.layer >= 0) s += ", layer " + std::to_string(n.layer);
     return s + ")";
-}
-
-std::string shape_str(const dwell_tensor& t) {
-    std::string s = "[";
-    for (int d = 0; d < std::max(1, t.n_dims); ++d)
-        s.append(d ? ", " : "").append(std::to_string(t.ne[d]));
-    return s + "] " + dwell_dtype_name(t.dtype);
 }
 
 std::string layer_range(const std::set<int32_t>& layers) {

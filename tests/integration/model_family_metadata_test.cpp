@@ -71,6 +71,12 @@ INSTANTIATE_TEST_SUITE_P(
              "", kQwen2Refused + "qwen2.rope.dimension_count (8) must equal the head size (16)"},
         Case{"Qwen2BiasMissing", SyntheticFamily::qwen2, "", std::nullopt, "blk.1.attn_k.bias",
              "tensor 'blk.1.attn_k.bias' needed by the qwen2 model plugin is missing"},
+        // A key the plugin accepts but the file's tensors do not follow:
+        // refused at load, both shapes named (small_model_spec: n_embd 64, n_ff 128).
+        Case{"Qwen2FeedForwardDiffersFromTheTensors", SyntheticFamily::qwen2,
+             "qwen2.feed_forward_length", 96, "",
+             "tensor 'blk.0.ffn_gate.weight' has shape [64, 128], the model's metadata implies "
+             "[64, 96]"},
         Case{"GemmaKeyLengthTooSmall", SyntheticFamily::gemma, "gemma.attention.key_length", 1, "",
              kGemmaRefused + "metadata key gemma.attention.key_length = 1 is outside 2..4096"},
         Case{"GemmaValueLengthDiffers", SyntheticFamily::gemma, "gemma.attention.value_length", 16,

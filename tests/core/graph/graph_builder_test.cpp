@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "dwell/core/graph/activation_plan.hpp"
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/graph/activation_plan.hpp"
 
 namespace dwell {
 namespace {
@@ -117,9 +117,24 @@ TEST_F(GraphBuilderTest, AttentionChecksGqaAndCacheWidth) {
     const int32_t out =
         builder_.op(DWELL_OP_ATTENTION, std::vector<int32_t>{qi, ki, vi, kc, vc, pi});
     EXPECT_EQ(graph_.slots[out].tensor.ne[1], 4);
+    const auto refusal = [&](std::vector<int32_t> inputs) -> std::string {
+        try {
+            builder_.op(DWELL_OP_ATTENTION, inputs);
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "accepted";
+    };
     // 4 heads over 3 kv heads is not a GQA grouping.
-    EXPECT_THROW(builder_.op(DWELL_OP_ATTENTION, std::vector<int32_t>{qi, kw, kw, kc, vc, pi}),
-                 Error);
+    EXPECT_EQ(refusal({qi, kw, kw, kc, vc, pi}),
+              "graph: attention: q [8, 4, 2] f32, k [8, 3, 2] f32, v [8, 3, 2] f32 are not "
+              "[hd, n_head, T], [hd, n_kv, T] with n_head a multiple of n_kv");
+    // Heads of 4 over 2 kv heads make rows of 8; the caches hold rows of 16.
+    const int64_t q4[3] = {4, 4, 2}, kv4[3] = {4, 2, 2};
+    const int32_t q4i = builder_.input("q4", DWELL_F32, q4);
+    const int32_t k4i = builder_.input("k4", DWELL_F32, kv4);
+    EXPECT_EQ(refusal({q4i, k4i, k4i, kc, vc, pi}),
+              "graph: attention: caches [16, 16] f16 / [16, 16] f16 do not hold rows of 8");
 }
 
 TEST_F(GraphBuilderTest, ActivationPlanReusesMemoryOfDeadTensors) {

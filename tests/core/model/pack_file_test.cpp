@@ -3,7 +3,6 @@
 // real stories260K model, and hostile files: each corruption must be refused
 // with one line naming the file and, where it applies, the tensor.
 #include "dwell/core/model/pack_file.hpp"
-#include "dwell/tools/pack_writer.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/tools/pack_writer.hpp"
 #include "test_paths.hpp"
 
 // Header-only xxHash, so the test can re-seal deliberately edited packs
@@ -698,7 +698,7 @@ TEST_F(PackCorruptionTest, BadShapeAndDtype) {
     const size_t f = entry_fields(b, 2);  // Q8_0 [64, 3]
     set64(b, f + 8, 65);                  // ne[0] not a whole number of blocks
     reseal(b);
-    expect_rejected(b, {"tensor 'blk.0.attn_q.weight'", "shape"});
+    expect_rejected(b, {"tensor 'blk.0.attn_q.weight'", "shape [65, 3] is not a valid q8_0 shape"});
 
     b = good_;
     b[f] = 200;  // dtype
@@ -708,7 +708,9 @@ TEST_F(PackCorruptionTest, BadShapeAndDtype) {
     b = good_;
     set64(b, f + 16, 4);  // ne[1] 3 -> 4: raw size no longer matches
     reseal(b);
-    expect_rejected(b, {"tensor 'blk.0.attn_q.weight'", "raw size"});
+    // Q8_0 rows of 64 are 2 blocks of 34 bytes: 3 rows 204 bytes, 4 rows 272.
+    expect_rejected(b, {"tensor 'blk.0.attn_q.weight'",
+                        "raw size 204 does not match its q8_0 shape [64, 4] (272 bytes)"});
 }
 
 TEST_F(PackCorruptionTest, BadMagicAndVersion) {

@@ -8,7 +8,9 @@
 // base
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/base/little_endian.hpp"
 #include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/base/tensor_shape.hpp"
 
 // platform
 #include "dwell/core/platform/device_file.hpp"

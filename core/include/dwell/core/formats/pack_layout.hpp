@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "dwell/core/base/little_endian.hpp"
 #include "dwell/tensor.h"
 
 namespace dwell {
@@ -37,29 +38,6 @@ inline constexpr uint64_t kHeaderSize = 128;
 inline constexpr uint64_t kChecksumOffset = 120;
 inline constexpr uint64_t kEntryFixedBytes = 4 + 4 + 4 + 8 * DWELL_MAX_DIMS + 8 * 3 + 4 + 4 + 8 * 4;
 inline constexpr uint64_t kFrameEntryBytes = 16;
-
-// Little-endian encoding
-
-template <typename T>
-T load_le(const uint8_t* p) {
-    static_assert(std::is_integral_v<T> && sizeof(T) <= 8);
-    uint64_t v = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t{p[i]} << (8 * i);
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(v));
-}
-
-template <typename T>
-void put_le(std::vector<uint8_t>& out, T v) {
-    static_assert(std::is_integral_v<T> && sizeof(T) <= 8);
-    const auto u = static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
-    for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<uint8_t>(u >> (8 * i)));
-}
-
-template <typename T>
-void store_le(uint8_t* p, T v) {
-    const auto u = static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
-    for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(u >> (8 * i));
-}
 
 // Tensor size in bytes from dtype and shape; nullopt when the dtype is not
 // one dwell can store, a dimension is not positive, ne[0] is not a whole

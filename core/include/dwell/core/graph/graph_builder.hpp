@@ -45,6 +45,8 @@ public:
     const std::string& last_error() const { return last_error_; }
 
 private:
+    struct OpCheck;  // infer()'s rules, one member per op (graph_builder.cpp)
+
     const dwell_tensor& at(int32_t id, const char* what) const;
     dwell_tensor infer(dwell_op op, std::span<const int32_t> in, std::span<const int32_t> ip) const;
 

@@ -65,6 +65,13 @@ public:
 
 private:
     Model(std::unique_ptr<ModelSource> source, std::shared_ptr<LoadedPlugin> plugin);
+    // load()'s steps, in order; each throws with one line naming `path`.
+    void read_info(const std::filesystem::path& path);
+    void bind_weights(const std::filesystem::path& path, bool streamed);
+    void start_streaming(Runtime& runtime, const std::filesystem::path& path,
+                         const LoadProgress& progress);
+    void map_weights(Runtime& runtime, const std::filesystem::path& path);
+    void read_tokenizer(const std::filesystem::path& path);
     void lock_weights(const std::vector<int32_t>& layers) const;
 
     std::unique_ptr<ModelSource> source_;
