@@ -118,5 +118,33 @@ TEST_F(Qwen3FamilyHParams, ExpertWidthDefaultsToFeedForwardLengthOverExpertsUsed
     expect_refused(wrong, "ffn_");
 }
 
+// `dwell synth --arch X` writes a file of the family that its plugin
+// serves and `dwell eval` runs; a qwen3moe spec whose
+// feed_forward_length (expert width times experts used) is past what the
+// plugins read is an option error (exit 2) before anything is written.
+TEST_F(Qwen3FamilyHParams, SynthWritesEachFamilyAndEvalServesIt) {
+    for (const char* arch : {"qwen3", "qwen3moe", "smollm3"}) {
+        const fs::path out = dir_.path() / (std::string(arch) + "-cli.gguf");
+        const auto synth =
+            run_dwell({"synth", "--arch",          arch, "--n-embd",   "64",        "--n-head",
+                       "4",     "--n-head-kv",     "2",  "--head-dim", "24",        "--n-ff",
+                       "64",    "--n-layer",       "4",  "--n-vocab",  "512",       "--n-expert",
+                       "4",     "--n-expert-used", "2",  "-o",         out.string()});
+        ASSERT_EQ(synth.exit_code, 0) << arch << ": " << synth.err;
+        const fs::path logits = dir_.path() / (std::string(arch) + ".f32");
+        const auto eval =
+            run_dwell({"eval", "-m", out.string(), "--ids", "1,2,3", "--logits", logits.string()});
+        EXPECT_EQ(eval.exit_code, 0) << arch << ": " << eval.err;
+        EXPECT_EQ(read_file(logits).size(), 3u * 512u * sizeof(float)) << arch;
+        Runtime runtime;
+        EXPECT_EQ(Model::load(runtime, out)->plugin().name(), arch);
+    }
+    const auto wide =
+        run_dwell({"synth", "--arch", "qwen3moe", "--n-ff", "4194304", "--n-expert-used", "2",
+                   "--n-vocab", "512", "-o", (dir_.path() / "wide.gguf").string()});
+    EXPECT_EQ(wide.exit_code, 2) << wide.err;
+    EXPECT_NE(wide.err.find("qwen3moe's feed_forward_length"), std::string::npos) << wide.err;
+}
+
 }  // namespace
 }  // namespace dwell::test
