@@ -28,7 +28,7 @@ void usage(std::ostream& out) {
            "  serve       serve the OpenAI HTTP API (completions, chat, streaming)\n"
            "  devices     list plugins, devices and what the manifest selected\n"
            "  convert     turn a GGUF file into a dwell pack (quantized, compressed)\n"
-           "  synth       write a Llama-shaped GGUF with random weights\n"
+           "  synth       write a GGUF of a model family with random weights\n"
            "  version     print the version\n";
 }
 

@@ -1,4 +1,4 @@
-// `dwell synth`: a Llama-shaped GGUF with deterministic random weights.
+// `dwell synth`: a GGUF of one decoder family with deterministic random weights.
 #include <iostream>
 
 #include "cli_common.hpp"
@@ -26,10 +26,10 @@ int synth_command(const std::vector<std::string>& args) {
     po::options_description desc("dwell synth");
     // clang-format off
     desc.add_options()
-        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma or mixtral")
+        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma, mixtral, qwen3, qwen3moe or smollm3")
         ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "attention head size (0: n-embd / n-head)")
-        ("n-expert", po::value(&spec.n_expert)->default_value(8), "mixtral: experts per layer")
-        ("n-expert-used", po::value(&spec.n_expert_used)->default_value(2), "mixtral: experts each token uses")
+        ("n-expert", po::value(&spec.n_expert)->default_value(8), "mixtral, qwen3moe: experts per layer")
+        ("n-expert-used", po::value(&spec.n_expert_used)->default_value(2), "mixtral, qwen3moe: experts each token uses")
         ("n-embd", po::value(&spec.n_embd)->default_value(spec.n_embd), "embedding width")
         ("n-layer", po::value(&spec.n_layer)->default_value(spec.n_layer), "layers")
         ("n-head", po::value(&spec.n_head)->default_value(spec.n_head), "attention heads")
@@ -49,8 +49,9 @@ int synth_command(const std::vector<std::string>& args) {
     try {
         spec.family = parse_synthetic_family(arch);
     } catch (const Error&) {
-        throw po::error("--arch '" + arch +
-                        "' is not a model family (llama, qwen2, gemma, mixtral)");
+        throw po::error(
+            "--arch '" + arch +
+            "' is not a model family (llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3)");
     }
     for (const auto& [flag, value] : {std::pair{"--n-embd", spec.n_embd},
                                       {"--n-layer", spec.n_layer},
@@ -66,7 +67,8 @@ int synth_command(const std::vector<std::string>& args) {
         throw po::error("--head-dim " + std::to_string(spec.head_dim) + " must be >= 0");
     if (!vocab.empty()) check_input_file({"--vocab", vocab});
     check_output_not_input({"-o", out}, {{"--vocab", vocab}});
-    if (spec.family != SyntheticFamily::mixtral) spec.n_expert = spec.n_expert_used = 0;
+    if (spec.family != SyntheticFamily::mixtral && spec.family != SyntheticFamily::qwen3moe)
+        spec.n_expert = spec.n_expert_used = 0;
     spec.dtype = parse_type(type);
     spec.seed = static_cast<uint64_t>(seed);
     if (!vocab.empty()) spec.vocab_model = vocab;

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "dwell/core/base/error.hpp"
-#include "dwell/tools/gguf_writer.hpp"
-#include "dwell/tools/synthetic_bpe_vocab.hpp"
 #include "dwell/core/platform/text_file.hpp"
 #include "dwell/core/text/tokenizer.hpp"
 #include "dwell/quant.h"
+#include "dwell/tools/gguf_writer.hpp"
+#include "dwell/tools/synthetic_bpe_vocab.hpp"
 
 namespace dwell {
 
@@ -150,6 +150,10 @@ Vocab vocab_from_model(const std::filesystem::path& path) {
     return v;
 }
 
+bool has_experts(SyntheticFamily f) {
+    return f == SyntheticFamily::mixtral || f == SyntheticFamily::qwen3moe;
+}
+
 void check(bool ok, const std::string& what) {
     if (!ok) throw Error(DWELL_ERR_INVALID_ARGUMENT, "synth: " + what);
 }
@@ -166,7 +170,7 @@ double synthetic_model_bytes(const SyntheticModelSpec& s, int64_t n_vocab) {
     const double head_dim = s.head_dim > 0 ? double(s.head_dim) : double(s.n_embd) / s.n_head;
     const double embd = double(s.n_embd);
     const double vocab = double(n_vocab);
-    const double experts = std::max<int64_t>(s.n_expert, 1);
+    const double experts = std::max<int64_t>(s.n_expert, 1);  // n_ff is per expert
     const double layer =
         embd * head_dim * (2.0 * s.n_head + 2.0 * s.n_head_kv) + 3.0 * embd * s.n_ff * experts;
     const bool tied = s.tied_output || s.family == SyntheticFamily::gemma;
@@ -203,14 +207,19 @@ void check_spec(const SyntheticModelSpec& s) {
     check(head_dim % 2 == 0, "the head dimension must be even");
     check(s.family != SyntheticFamily::qwen2 || head_dim * s.n_head == s.n_embd,
           "qwen2's heads must split n_embd exactly (head_dim * n_head == n_embd)");
-    if (s.family == SyntheticFamily::mixtral) {
-        check(s.n_expert >= 2 && s.n_expert <= 256, "mixtral needs 2..256 experts");
+    if (has_experts(s.family)) {
+        const std::string name = synthetic_family_name(s.family);
+        check(s.n_expert >= 2 && s.n_expert <= 256, name + " needs 2..256 experts");
         check(s.n_expert_used >= 1 && s.n_expert_used <= s.n_expert,
-              "mixtral needs 1..n_expert experts used per token");
+              name + " needs 1..n_expert experts used per token");
     } else {
         check(s.n_expert == 0 && s.n_expert_used == 0,
-              std::string("experts are for mixtral, not ") + synthetic_family_name(s.family));
+              std::string("experts are for mixtral and qwen3moe, not ") +
+                  synthetic_family_name(s.family));
     }
+    if (s.family == SyntheticFamily::qwen3moe)
+        at_most("--n-ff times --n-expert-used (qwen3moe's feed_forward_length)",
+                s.n_ff * s.n_expert_used, int64_t{1} << 22);
     const int64_t block = dwell_dtype_block_elems(s.dtype);
     check(s.dtype == DWELL_F32 || s.dtype == DWELL_F16 || s.dtype == DWELL_Q8_0 ||
               s.dtype == DWELL_Q4_0,
@@ -251,17 +260,25 @@ const char* synthetic_family_name(SyntheticFamily f) {
             return "gemma";
         case SyntheticFamily::mixtral:
             return "mixtral";
+        case SyntheticFamily::qwen3:
+            return "qwen3";
+        case SyntheticFamily::qwen3moe:
+            return "qwen3moe";
+        case SyntheticFamily::smollm3:
+            return "smollm3";
     }
     return "?";
 }
 
 SyntheticFamily parse_synthetic_family(std::string_view name) {
     for (auto f : {SyntheticFamily::llama, SyntheticFamily::qwen2, SyntheticFamily::gemma,
-                   SyntheticFamily::mixtral}) {
+                   SyntheticFamily::mixtral, SyntheticFamily::qwen3, SyntheticFamily::qwen3moe,
+                   SyntheticFamily::smollm3}) {
         if (name == synthetic_family_name(f)) return f;
     }
-    throw Error(DWELL_ERR_INVALID_ARGUMENT, "synth: unknown model family '" + std::string(name) +
-                                                "' (known: llama, qwen2, gemma, mixtral)");
+    throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                "synth: unknown model family '" + std::string(name) +
+                    "' (known: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3)");
 }
 
 namespace {
@@ -273,9 +290,10 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
         family == SyntheticFamily::mixtral ? "llama" : synthetic_family_name(family);
     const bool tied = s.tied_output || family == SyntheticFamily::gemma;
 
-    // Qwen2 files carry a byte-level BPE vocabulary; the others (and qwen2
-    // given a sentencepiece model) a sentencepiece one.
-    const bool bpe = family == SyntheticFamily::qwen2 && !s.vocab_model;
+    // Qwen2 and Qwen3 files carry a byte-level BPE vocabulary; the others
+    // (and these given a sentencepiece model) a sentencepiece one.
+    const bool qwen3 = family == SyntheticFamily::qwen3 || family == SyntheticFamily::qwen3moe;
+    const bool bpe = (family == SyntheticFamily::qwen2 || qwen3) && !s.vocab_model;
     const BpeVocab bpe_vocab = bpe ? make_synthetic_bpe_vocab(s.n_vocab, s.seed) : BpeVocab{};
     const Vocab vocab = bpe             ? Vocab{}
                         : s.vocab_model ? vocab_from_model(*s.vocab_model)
@@ -294,7 +312,11 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     w.add_uint32(key("context_length"), static_cast<uint32_t>(s.n_ctx));
     w.add_uint32(key("embedding_length"), static_cast<uint32_t>(s.n_embd));
     w.add_uint32(key("block_count"), static_cast<uint32_t>(s.n_layer));
-    w.add_uint32(key("feed_forward_length"), static_cast<uint32_t>(s.n_ff));
+    // Qwen3-MoE files give the experts' width its own key; their
+    // feed_forward_length is that times the experts used, as published.
+    const int64_t n_ff_key =
+        family == SyntheticFamily::qwen3moe ? s.n_ff * s.n_expert_used : s.n_ff;
+    w.add_uint32(key("feed_forward_length"), static_cast<uint32_t>(n_ff_key));
     w.add_uint32(key("attention.head_count"), static_cast<uint32_t>(s.n_head));
     w.add_uint32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
     if (s.head_dim > 0) {
@@ -304,10 +326,12 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     w.add_uint32(key("rope.dimension_count"), static_cast<uint32_t>(head_dim));
     w.add_float32(key("rope.freq_base"), s.rope_freq_base);
     w.add_float32(key("attention.layer_norm_rms_epsilon"), s.rms_eps);
-    if (family == SyntheticFamily::mixtral) {
+    if (has_experts(family)) {
         w.add_uint32(key("expert_count"), static_cast<uint32_t>(s.n_expert));
         w.add_uint32(key("expert_used_count"), static_cast<uint32_t>(s.n_expert_used));
     }
+    if (family == SyntheticFamily::qwen3moe)
+        w.add_uint32(key("expert_feed_forward_length"), static_cast<uint32_t>(s.n_ff));
     if (bpe) {
         write_bpe_vocab(w, bpe_vocab, "qwen2");
     } else {
@@ -373,8 +397,12 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
             f32_vector(p + "attn_k.bias", kv_width, 0.0f, bias_std);
             f32_vector(p + "attn_v.bias", kv_width, 0.0f, bias_std);
         }
+        if (qwen3) {
+            f32_vector(p + "attn_q_norm.weight", head_dim, 1.0f, s.norm_jitter);
+            f32_vector(p + "attn_k_norm.weight", head_dim, 1.0f, s.norm_jitter);
+        }
         norm(p + "ffn_norm.weight");
-        if (family == SyntheticFamily::mixtral) {
+        if (has_experts(family)) {
             matrix(p + "ffn_gate_inp.weight", {s.n_embd, s.n_expert}, DWELL_F32, extras,
                    router_std);
             weight(p + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, s.n_expert});

@@ -14,13 +14,13 @@
 #include <stdexcept>
 
 #include "dwell/core/base/error.hpp"
-#include "dwell/core/llm/generate.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/core/llm/generate.hpp"
+#include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/session/session.hpp"
 #include "dwell/tools/gguf_metadata_copy.hpp"
 #include "dwell/tools/gguf_writer.hpp"
-#include "dwell/core/model/model.hpp"
-#include "dwell/core/llm/sampler.hpp"
-#include "dwell/core/session/session.hpp"
 #include "dwell/tools/synthetic_model.hpp"
 #include "test_paths.hpp"
 
@@ -88,6 +88,24 @@ SyntheticModelSpec family_reference_spec(SyntheticFamily family) {
             s.n_expert_used = 2;
             s.router_std = 0.15f;
             s.seed = 14;
+            break;
+        case SyntheticFamily::qwen3:
+            s.head_dim = 48;  // q is 192 wide, n_embd 128: the norms are per head
+            s.tied_output = true;
+            s.seed = 15;
+            break;
+        case SyntheticFamily::qwen3moe:
+            s.head_dim = 48;
+            s.n_ff = 64;  // per expert
+            s.n_expert = 8;
+            s.n_expert_used = 3;
+            s.router_std = 0.15f;
+            s.seed = 16;
+            break;
+        case SyntheticFamily::smollm3:
+            s.n_layer = 5;  // layer 3 has no RoPE; layer 4 has it again
+            s.tied_output = true;
+            s.seed = 17;
             break;
     }
     return s;

@@ -100,8 +100,9 @@ TEST_P(ModelFamilyReference, LogitsMatchLlamaCppAtEveryPosition) {
     const SyntheticFamily family = GetParam();
     const std::string name = synthetic_family_name(family);
     const fs::path plugin = fs::path(DWELL_TEST_PLUGIN_DIR) / ("libdwell-" + name + ".so");
-    if (family == SyntheticFamily::mixtral && !fs::exists(plugin))
-        GTEST_SKIP() << "the mixtral model plugin is not built (" << plugin.string() << ")";
+    if (family != SyntheticFamily::llama && family != SyntheticFamily::qwen2 &&
+        family != SyntheticFamily::gemma && !fs::exists(plugin))
+        GTEST_SKIP() << "the " << name << " model plugin is not built (" << plugin.string() << ")";
 
     // Kept when asked, to recompute the reference (tests/data/families/README.md).
     TempDir tmp;
@@ -142,7 +143,9 @@ TEST_P(ModelFamilyReference, LogitsMatchLlamaCppAtEveryPosition) {
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelFamilyReference,
                          ::testing::Values(SyntheticFamily::llama, SyntheticFamily::qwen2,
-                                           SyntheticFamily::gemma, SyntheticFamily::mixtral),
+                                           SyntheticFamily::gemma, SyntheticFamily::mixtral,
+                                           SyntheticFamily::qwen3, SyntheticFamily::qwen3moe,
+                                           SyntheticFamily::smollm3),
                          [](const auto& info) { return synthetic_family_name(info.param); });
 
 }  // namespace

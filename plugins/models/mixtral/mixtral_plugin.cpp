@@ -3,12 +3,11 @@
 // 8x22B and models converted to the same layout): files whose
 // llama.expert_count is above 0. It declines dense "llama" files, which the
 // llama plugin serves. The graph is the kit's Llama-style decoder with a
-// mixture-of-experts feed-forward block in every layer (moe_feed_forward.hpp).
+// mixture-of-experts feed-forward block in every layer (the kit's moe_feed_forward.hpp).
 #include <memory>
 
 #include "mixtral_hparams.hpp"
 #include "model/model_kit.hpp"
-#include "moe_feed_forward.hpp"
 
 namespace {
 
@@ -23,14 +22,14 @@ public:
 protected:
     int32_t feed_forward(const kit::Builder& b, int32_t layer, int32_t x,
                          int64_t n_tokens) const override {
-        return dwell::mixtral::moe_feed_forward(b, moe_, layer, x, n_tokens);
+        return kit::moe_feed_forward(b, moe_, layer, x, n_tokens);
     }
     void add_feed_forward_tensors(std::vector<kit::TensorSpec>& t, int32_t layer) const override {
-        dwell::mixtral::add_moe_tensors(t, moe_, layer);
+        kit::add_moe_tensors(t, moe_, layer);
     }
 
 private:
-    dwell::mixtral::MoeShape moe_;
+    kit::MoeShape moe_;
 };
 
 std::unique_ptr<kit::ModelFamily> make(const kit::MetadataReader& meta) {

@@ -14,7 +14,7 @@ std::vector<TensorSpec> DecoderFamily::tensors() const {
     t.push_back({"token_embd.weight", {h_.n_embd, h_.n_vocab}});
     for (int32_t l = 0; l < h_.n_layer; ++l) {
         t.push_back({layer_tensor(l, "attn_norm"), {h_.n_embd}});
-        add_attention_tensors(t, h_, l, layout_.attention.qkv_bias);
+        add_attention_tensors(t, h_, l, attention_options(l));
         t.push_back({layer_tensor(l, "ffn_norm"), {h_.n_embd}});
         add_feed_forward_tensors(t, l);
     }
@@ -39,7 +39,7 @@ void DecoderFamily::build_graph(const Builder& b, const dwell_batch& batch) cons
     for (int32_t l = 0; l < h_.n_layer; ++l) {
         b.layer(l);
         int32_t cur = rms_norm(b, x, b.weight(layer_tensor(l, "attn_norm")), h_.rms_eps);
-        cur = self_attention(b, h_, l, cur, positions, T, layout_.attention);
+        cur = self_attention(b, h_, l, cur, positions, T, attention_options(l));
         x = b.op(DWELL_OP_ADD, {x, cur});
 
         cur = rms_norm(b, x, b.weight(layer_tensor(l, "ffn_norm")), h_.rms_eps);
@@ -52,6 +52,10 @@ void DecoderFamily::build_graph(const Builder& b, const dwell_batch& batch) cons
     x = rms_norm(b, x, b.weight("output_norm.weight"), h_.rms_eps);
     const int32_t head = b.weight(h_.tied_output ? "token_embd.weight" : "output.weight");
     b.output(b.op(DWELL_OP_MATMUL, {head, x}));
+}
+
+AttentionOptions DecoderFamily::attention_options(int32_t) const {
+    return layout_.attention;
 }
 
 int32_t DecoderFamily::feed_forward(const Builder& b, int32_t layer, int32_t x, int64_t) const {

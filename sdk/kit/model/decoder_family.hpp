@@ -40,6 +40,11 @@ public:
 
 protected:
     const TransformerHParams& hparams() const { return h_; }
+    const DecoderLayout& layout() const { return layout_; }
+
+    // The attention options of `layer`; by default the layout's for every
+    // layer. A family whose layers differ (NoPE layers) overrides it.
+    virtual AttentionOptions attention_options(int32_t layer) const;
 
     // The feed-forward block of `layer` on its normalised input x
     // [n_embd, T] -> [n_embd, T]; by default the layout's dense gated FFN.

@@ -18,6 +18,9 @@
 //                           self-attention over the KV cache and the dense
 //                           gated (SwiGLU, GeGLU) feed-forward block, each with
 //                           the tensors it reads.
+//   moe_feed_forward.hpp    The mixture-of-experts feed-forward block (router,
+//                           top-k, renormalised weights, SwiGLU experts; only
+//                           the chosen experts read) and its tensors.
 //   decoder_family.hpp      DecoderFamily: the whole decoder (embedding, the
 //                           layers, output head) and its tensor list, shaped
 //                           by a DecoderLayout; a family whose feed-forward
@@ -53,5 +56,6 @@
 #include "model/graph_builder.hpp"
 #include "model/metadata_reader.hpp"
 #include "model/model_plugin_entry.hpp"
+#include "model/moe_feed_forward.hpp"
 #include "model/transformer_blocks.hpp"
 #include "model/transformer_hparams.hpp"

@@ -24,10 +24,18 @@ int32_t self_attention(const Builder& b, const TransformerHParams& h, int32_t la
     q = b.reshape(q, {h.head_dim, h.n_head, n_tokens});
     k = b.reshape(k, {h.head_dim, h.n_head_kv, n_tokens});
     v = b.reshape(v, {h.head_dim, h.n_head_kv, n_tokens});
-    q = b.op(DWELL_OP_ROPE, {q, positions}, {o.rope_mode, h.n_rot},
-             {h.rope_freq_base, h.rope_freq_scale});
-    k = b.op(DWELL_OP_ROPE, {k, positions}, {o.rope_mode, h.n_rot},
-             {h.rope_freq_base, h.rope_freq_scale});
+    if (o.qk_norm) {
+        q = per_head_rms_norm(b, q, b.weight(layer_tensor(layer, "attn_q_norm")), h.head_dim,
+                              h.n_head, n_tokens, h.rms_eps);
+        k = per_head_rms_norm(b, k, b.weight(layer_tensor(layer, "attn_k_norm")), h.head_dim,
+                              h.n_head_kv, n_tokens, h.rms_eps);
+    }
+    if (o.rope) {
+        q = b.op(DWELL_OP_ROPE, {q, positions}, {o.rope_mode, h.n_rot},
+                 {h.rope_freq_base, h.rope_freq_scale});
+        k = b.op(DWELL_OP_ROPE, {k, positions}, {o.rope_mode, h.n_rot},
+                 {h.rope_freq_base, h.rope_freq_scale});
+    }
     const float scale =
         o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(h.head_dim));
     int32_t attn =
@@ -47,6 +55,22 @@ void add_attention_tensors(std::vector<TensorSpec>& t, const TransformerHParams&
         t.push_back({layer_tensor(layer, "attn_v", "bias"), {h.kv_width()}});
     }
     t.push_back({layer_tensor(layer, "attn_output"), {h.q_width(), h.n_embd}});
+}
+
+void add_attention_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h, int32_t layer,
+                           const AttentionOptions& o) {
+    add_attention_tensors(t, h, layer, o.qkv_bias);
+    if (o.qk_norm) {
+        t.push_back({layer_tensor(layer, "attn_q_norm"), {h.head_dim}});
+        t.push_back({layer_tensor(layer, "attn_k_norm"), {h.head_dim}});
+    }
+}
+
+int32_t per_head_rms_norm(const Builder& b, int32_t x, int32_t weight, int64_t head_dim,
+                          int64_t n_heads, int64_t n_tokens, float eps) {
+    // RMS_NORM and the weight's broadcast work on rows: one row per head.
+    const int32_t rows = b.reshape(x, {head_dim, n_heads * n_tokens});
+    return b.reshape(rms_norm(b, rows, weight, eps), {head_dim, n_heads, n_tokens});
 }
 
 int32_t gated_feed_forward(const Builder& b, int32_t layer, int32_t x, GatedActivation act) {

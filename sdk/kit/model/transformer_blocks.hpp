@@ -21,6 +21,11 @@ struct AttentionOptions {
     int32_t rope_mode = DWELL_ROPE_NORM;  // DWELL_ROPE_NORM or DWELL_ROPE_NEOX
     float scale = 0.0f;                   // 0: 1 / sqrt(head_dim)
     bool qkv_bias = false;                // blk.L.attn_{q,k,v}.bias are read
+    // Each head of Q and K RMS-normalised over its head_dim, times
+    // blk.L.attn_{q,k}_norm.weight [head_dim], before RoPE (Qwen3).
+    bool qk_norm = false;
+    // false: no position encoding in this layer (SmolLM3's NoPE layers).
+    bool rope = true;
 };
 
 // Self-attention of `layer` on its normalised input x [n_embd, T]: Q/K/V
@@ -32,6 +37,14 @@ int32_t self_attention(const Builder& b, const TransformerHParams& h, int32_t la
 // The tensors self_attention reads for `layer` (attn_norm not included).
 void add_attention_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h, int32_t layer,
                            bool qkv_bias);
+// The same for any options (the Q/K norm weights when o.qk_norm).
+void add_attention_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h, int32_t layer,
+                           const AttentionOptions& o);
+
+// RMSNorm of each head_dim-long vector of x [head_dim, n_heads, T], times
+// `weight` [head_dim] -> [head_dim, n_heads, T].
+int32_t per_head_rms_norm(const Builder& b, int32_t x, int32_t weight, int64_t head_dim,
+                          int64_t n_heads, int64_t n_tokens, float eps);
 
 // How a dense gated feed-forward block combines its gate and up projections.
 enum class GatedActivation {

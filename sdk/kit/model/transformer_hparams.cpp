@@ -73,4 +73,14 @@ TransformerHParams read_transformer_hparams(const MetadataReader& m, float defau
     return h;
 }
 
+void require_full_rope_and_rms_eps(const MetadataReader& m, const TransformerHParams& h) {
+    if (h.n_rot != h.head_dim) {
+        throw std::runtime_error(m.arch_key("rope.dimension_count") + " (" +
+                                 std::to_string(h.n_rot) + ") must equal the head size (" +
+                                 std::to_string(h.head_dim) + ") in " + h.arch + " models");
+    }
+    const std::string eps = m.arch_key("attention.layer_norm_rms_epsilon");
+    if (!m.has(eps)) throw std::runtime_error("metadata key " + eps + " is missing");
+}
+
 }  // namespace dwell::model_kit

@@ -37,4 +37,10 @@ struct TransformerHParams {
 // `default_rms_eps` is used when attention.layer_norm_rms_epsilon is absent.
 TransformerHParams read_transformer_hparams(const MetadataReader& m, float default_rms_eps = 1e-5f);
 
+// For families whose RoPE always rotates the whole head and whose files must
+// say their norm epsilon (Qwen3, SmolLM3): throws unless
+// rope.dimension_count equals the head size and
+// attention.layer_norm_rms_epsilon is present, naming the key.
+void require_full_rope_and_rms_eps(const MetadataReader& m, const TransformerHParams& h);
+
 }  // namespace dwell::model_kit

@@ -1,10 +1,13 @@
 // Writes a GGUF of a decoder-only model family with deterministic random
 // weights, so a model exists on any machine for demos, tests and
 // benchmarks. Families: llama (dense), qwen2 (biases on Q/K/V), gemma (its
-// own head size, always-tied output) and mixtral (GGUF architecture
-// "llama" with a mixture-of-experts FFN). The vocabulary is either taken
-// from a sentencepiece .model file or generated: for qwen2 a byte-level BPE
-// one (synthetic_bpe_vocab.hpp, pre-tokenizer "qwen2"); otherwise control
+// own head size, always-tied output), mixtral (GGUF architecture "llama"
+// with a mixture-of-experts FFN), qwen3 (per-head Q/K norms), qwen3moe
+// (qwen3's attention, a mixture-of-experts FFN) and smollm3 (the llama
+// layout; every fourth layer has no RoPE). The vocabulary is either taken
+// from a sentencepiece .model file or generated: for qwen2, qwen3 and
+// qwen3moe a byte-level BPE one (synthetic_bpe_vocab.hpp, pre-tokenizer
+// "qwen2"); otherwise control
 // tokens, 256 byte-fallback tokens, printable characters, common English
 // word pieces and letter pieces (with every prefix, so BPE merges reach
 // them) up to n_vocab.
@@ -24,9 +27,9 @@
 
 namespace dwell {
 
-enum class SyntheticFamily { llama, qwen2, gemma, mixtral };
+enum class SyntheticFamily { llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3 };
 
-// "llama", "qwen2", "gemma", "mixtral".
+// "llama", "qwen2", "gemma", "mixtral", "qwen3", "qwen3moe", "smollm3".
 const char* synthetic_family_name(SyntheticFamily f);
 // Throws dwell::Error naming the accepted names for an unknown one.
 SyntheticFamily parse_synthetic_family(std::string_view name);
@@ -37,14 +40,14 @@ struct SyntheticModelSpec {
     int32_t n_layer = 4;
     int64_t n_head = 8;
     int64_t n_head_kv = 4;
-    int64_t n_ff = 688;      // per expert for mixtral
+    int64_t n_ff = 688;      // per expert for mixtral and qwen3moe
     int64_t n_vocab = 1024;  // ignored when vocab_model is set
     int64_t n_ctx = 2048;
     // 0: n_embd / n_head. Otherwise written as attention.key_length and
     // value_length (gemma's heads need not split n_embd).
     int64_t head_dim = 0;
-    int64_t n_expert = 0;       // mixtral: experts per layer (2..256)
-    int64_t n_expert_used = 0;  // mixtral: experts each token uses (1..n_expert)
+    int64_t n_expert = 0;       // mixtral, qwen3moe: experts per layer (2..256)
+    int64_t n_expert_used = 0;  // mixtral, qwen3moe: experts each token uses (1..n_expert)
     float rope_freq_base = 10000.0f;
     float rms_eps = 1e-5f;
     bool tied_output = false;       // gemma is always tied
@@ -52,7 +55,7 @@ struct SyntheticModelSpec {
     float weight_std = 0.02f;
     float norm_jitter = 0.0f;  // norm weights are 1 + norm_jitter * N(0, 1)
     float bias_std = 0.0f;     // qwen2's Q/K/V biases (0: weight_std)
-    float router_std = 0.0f;   // mixtral's router (0: weight_std)
+    float router_std = 0.0f;   // mixtral's and qwen3moe's router (0: weight_std)
     uint64_t alignment = 32;   // general.alignment: tensor data offsets
     uint64_t seed = 1;
     std::optional<std::filesystem::path> vocab_model;  // a sentencepiece .model

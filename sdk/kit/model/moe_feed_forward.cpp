@@ -1,10 +1,8 @@
-#include "moe_feed_forward.hpp"
+#include "model/moe_feed_forward.hpp"
 
-namespace dwell::mixtral {
+namespace dwell::model_kit {
 
-using model_kit::layer_tensor;
-
-int32_t moe_feed_forward(const model_kit::Builder& b, const MoeShape& s, int32_t layer, int32_t x,
+int32_t moe_feed_forward(const Builder& b, const MoeShape& s, int32_t layer, int32_t x,
                          int64_t n_tokens) {
     const int64_t k = s.n_expert_used;
     const int32_t logits =
@@ -29,11 +27,11 @@ int32_t moe_feed_forward(const model_kit::Builder& b, const MoeShape& s, int32_t
     return b.op(DWELL_OP_MOE_COMBINE, {down, weights});
 }
 
-void add_moe_tensors(std::vector<model_kit::TensorSpec>& t, const MoeShape& s, int32_t layer) {
+void add_moe_tensors(std::vector<TensorSpec>& t, const MoeShape& s, int32_t layer) {
     t.push_back({layer_tensor(layer, "ffn_gate_inp"), {s.n_embd, s.n_expert}});
     t.push_back({layer_tensor(layer, "ffn_gate_exps"), {s.n_embd, s.n_ff, s.n_expert}});
     t.push_back({layer_tensor(layer, "ffn_up_exps"), {s.n_embd, s.n_ff, s.n_expert}});
     t.push_back({layer_tensor(layer, "ffn_down_exps"), {s.n_ff, s.n_embd, s.n_expert}});
 }
 
-}  // namespace dwell::mixtral
+}  // namespace dwell::model_kit
