@@ -6,7 +6,10 @@
 //
 // First stores k/v of token t as cache row positions[t], then each
 // (token, head) attends causally over cache rows 0..positions[t] with kv head
-// h / (n_head / n_kv).
+// h / (n_head / n_kv) — only the last `window` of them when iparams[0] > 0,
+// with the scaled scores soft-capped (c * tanh(s / c)) when fparams[1] > 0
+// (ABI 1.5). The window only narrows the rows every path walks, so the
+// vector paths honour it as the scalar one does.
 //
 // Numerics follow llama.cpp's CPU path: with an F16 key cache, q is rounded
 // to fp16 before the dot products (ggml converts the f32 operand to the
@@ -28,6 +31,7 @@
 // hands each run to the same vector entries: both forms take the same
 // per-row dots and the same ordered value sums, hence give identical bits.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -218,6 +222,13 @@ void add_key_offsets(float* s, int64_t n) {
     }
 }
 
+// c * tanh(s / c) in place, as llama.cpp caps attention logits: a multiply
+// by 1/c, tanh, a multiply by c.
+void soft_cap(float* s, int64_t n, float c) {
+    const float inv = 1.0f / c;
+    for (int64_t j = 0; j < n; ++j) s[j] = c * std::tanh(s[j] * inv);
+}
+
 // q . the key row's slice that starts at value `off`.
 float key_dot(const VecKernels& vk, dwell_dtype t, const unsigned char* row, int64_t off,
               const float* q, int64_t hd) {
@@ -322,6 +333,14 @@ OpVerdict check_attention(const NodeArgs& a) {
     if (out.dtype != DWELL_F32 || !same_shape(out, q)) {
         return invalid("output must be F32 " + shape_string(q) + ", got " + shape_string(out));
     }
+    if (a.node->iparams[0] < 0) {
+        return invalid("the window iparams[0] = " + std::to_string(a.node->iparams[0]) +
+                       " must be >= 0");
+    }
+    const float cap = a.node->fparams[1];
+    if (!(cap >= 0.0f) || !std::isfinite(cap)) {
+        return invalid("the soft-cap fparams[1] = " + std::to_string(cap) + " must be >= 0");
+    }
     // The kernel writes the caches and reads everything else: no written
     // cache may be another input.
     const int n_written = paged ? 1 : 2;
@@ -349,6 +368,8 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
     const int64_t width = hd * n_kv;
     const int64_t group = n_head / n_kv;
     const float scale = a.node->fparams[0];
+    const int64_t window = a.node->iparams[0];
+    const float cap = a.node->fparams[1];
     const bool paged = !attention_writes_input4(a.input(4));
     const CacheRows k_rows = paged ? CacheRows(a.input(3), a.input(4), 0) : CacheRows(a.input(3));
     const CacheRows v_rows = paged ? CacheRows(a.input(3), a.input(4), 1) : CacheRows(a.input(4));
@@ -409,6 +430,11 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
             const int64_t t = item % n_tokens;
             const int64_t kv_off = g * hd;
             const int64_t n_keys = static_cast<int64_t>(pos[t]) + 1;
+            // Rows before `first` are outside the window. An FP8 key's
+            // offset needs the raw dots of every earlier block, so its
+            // dots still start at row 0.
+            const int64_t first = window > 0 ? std::max<int64_t>(0, n_keys - window) : 0;
+            const int64_t dot_first = k_type == DWELL_FP8_E4M3 ? 0 : first;
 
             for (int64_t hh = 0; hh < group; ++hh) {
                 const float* qrow = f32_row(q, g * group + hh, t);
@@ -419,41 +445,46 @@ void run_attention(const NodeArgs& a, ThreadPool& pool) {
                     std::copy_n(qrow, hd, dst);
                 }
             }
-            k_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
-                if (k_type == DWELL_F16) {
-                    vk.dots_f16_f32(rows + 2 * kv_off, k_stride, n, qv.data(), hd, group, hd,
-                                    scores.data() + r0, n_keys_max);
-                    return;
-                }
-                for (int64_t hh = 0; hh < group; ++hh) {
-                    float* s = scores.data() + static_cast<size_t>(hh) * ld + r0;
-                    for (int64_t j = 0; j < n; ++j) {
-                        s[j] = key_dot(vk, k_type, rows + j * k_stride, kv_off, qv.data() + hh * hd,
-                                       hd);
+            k_rows.for_each_run(
+                dot_first, n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
+                    if (k_type == DWELL_F16) {
+                        vk.dots_f16_f32(rows + 2 * kv_off, k_stride, n, qv.data(), hd, group, hd,
+                                        scores.data() + r0, n_keys_max);
+                        return;
                     }
-                }
-            });
+                    for (int64_t hh = 0; hh < group; ++hh) {
+                        float* s = scores.data() + static_cast<size_t>(hh) * ld + r0;
+                        for (int64_t j = 0; j < n; ++j) {
+                            s[j] = key_dot(vk, k_type, rows + j * k_stride, kv_off,
+                                           qv.data() + hh * hd, hd);
+                        }
+                    }
+                });
             for (int64_t hh = 0; hh < group; ++hh) {
                 float* s = scores.data() + static_cast<size_t>(hh) * ld;
                 if (k_type == DWELL_FP8_E4M3) add_key_offsets(s, n_keys);
-                vk.scale(s, scale, s, n_keys);
-                softmax_row(vk, s, s, n_keys);
+                s += first;
+                const int64_t n_seen = n_keys - first;
+                vk.scale(s, scale, s, n_seen);
+                if (cap > 0.0f) soft_cap(s, n_seen, cap);
+                softmax_row(vk, s, s, n_seen);
                 // The softmax weights meet an F16 value cache as fp16 too.
-                if (v_type == DWELL_F16) vk.round_f16(s, s, n_keys);
+                if (v_type == DWELL_F16) vk.round_f16(s, s, n_seen);
             }
 
             std::fill(acc.begin(), acc.end(), 0.0f);
-            v_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
-                if (v_type == DWELL_F16) {
-                    vk.axpy_f16_multi(scores.data() + r0, n_keys_max, rows + 2 * kv_off, v_stride,
-                                      n, acc.data(), hd, group, hd);
-                    return;
-                }
-                for (int64_t hh = 0; hh < group; ++hh) {
-                    add_values(vk, v_type, scores.data() + static_cast<size_t>(hh) * ld + r0, rows,
-                               v_stride, n, kv_off, acc.data() + hh * hd, hd);
-                }
-            });
+            v_rows.for_each_run(
+                first, n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
+                    if (v_type == DWELL_F16) {
+                        vk.axpy_f16_multi(scores.data() + r0, n_keys_max, rows + 2 * kv_off,
+                                          v_stride, n, acc.data(), hd, group, hd);
+                        return;
+                    }
+                    for (int64_t hh = 0; hh < group; ++hh) {
+                        add_values(vk, v_type, scores.data() + static_cast<size_t>(hh) * ld + r0,
+                                   rows, v_stride, n, kv_off, acc.data() + hh * hd, hd);
+                    }
+                });
             for (int64_t hh = 0; hh < group; ++hh) {
                 std::copy_n(acc.data() + hh * hd, hd, f32_row(out, g * group + hh, t));
             }
