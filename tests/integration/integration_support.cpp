@@ -14,13 +14,13 @@
 #include <stdexcept>
 
 #include "dwell/core/base/error.hpp"
-#include "dwell/core/llm/generate.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/core/llm/generate.hpp"
+#include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/model/model.hpp"
+#include "dwell/core/session/session.hpp"
 #include "dwell/tools/gguf_metadata_copy.hpp"
 #include "dwell/tools/gguf_writer.hpp"
-#include "dwell/core/model/model.hpp"
-#include "dwell/core/llm/sampler.hpp"
-#include "dwell/core/session/session.hpp"
 #include "dwell/tools/synthetic_model.hpp"
 #include "test_paths.hpp"
 
@@ -88,6 +88,27 @@ SyntheticModelSpec family_reference_spec(SyntheticFamily family) {
             s.n_expert_used = 2;
             s.router_std = 0.15f;
             s.seed = 14;
+            break;
+        // Gemma 2/3: 4 and 6 layers with a window of 8 (shorter than the 48
+        // reference positions) on the local ones; gemma2's soft-caps are set
+        // where the synthetic scores and logits reach them.
+        case SyntheticFamily::gemma2:
+            s.n_layer = 4;
+            s.head_dim = 48;
+            s.sliding_window = 8;
+            s.attn_softcap = 1.5f;
+            s.final_softcap = 2.0f;
+            s.rope_freq_base_swa = 5000.0f;
+            s.seed = 15;
+            break;
+        case SyntheticFamily::gemma3:
+            s.n_layer = 6;
+            s.head_dim = 48;
+            s.sliding_window = 8;
+            s.rope_freq_base = 1000000.0f;
+            s.rope_freq_base_swa = 10000.0f;
+            s.final_softcap = 2.0f;
+            s.seed = 16;
             break;
     }
     return s;

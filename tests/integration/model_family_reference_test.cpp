@@ -142,7 +142,8 @@ TEST_P(ModelFamilyReference, LogitsMatchLlamaCppAtEveryPosition) {
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelFamilyReference,
                          ::testing::Values(SyntheticFamily::llama, SyntheticFamily::qwen2,
-                                           SyntheticFamily::gemma, SyntheticFamily::mixtral),
+                                           SyntheticFamily::gemma, SyntheticFamily::mixtral,
+                                           SyntheticFamily::gemma2, SyntheticFamily::gemma3),
                          [](const auto& info) { return synthetic_family_name(info.param); });
 
 }  // namespace
