@@ -196,6 +196,42 @@ TEST_P(GemmaFamilyReference, WindowAndSoftCapsDecideTheLogits) {
     }
 }
 
+// Hostile or impossible hyper-parameters are refused in one line naming
+// the key, before anything runs.
+TEST_P(GemmaFamilyReference, BadHyperParametersAreRefusedNamingTheKey) {
+    const std::string arch = name_ + ".";
+    struct Bad {
+        GgufEdit edit;
+        std::string names;
+    };
+    std::vector<Bad> bad = {
+        {{.key = arch + "attention.sliding_window", .value = -3}, "attention.sliding_window"},
+        {{.key = arch + "attention.sliding_window_pattern", .value = 5000},
+         "attention.sliding_window_pattern"},
+        {{.key = arch + "rope.freq_base_swa", .value = 0}, "rope.freq_base_swa"},
+        {{.key = arch + "final_logit_softcapping", .text = "thirty"}, "final_logit_softcapping"},
+        {{.key = arch + "attention.key_length_swa", .value = 32}, "attention.key_length_swa"},
+    };
+    if (family_ == SyntheticFamily::gemma2) {
+        // A window of 0 would hide even the token itself.
+        bad.push_back(
+            {{.key = arch + "attention.sliding_window", .value = 0}, "attention.sliding_window"});
+        bad.push_back(
+            {{.key = arch + "attn_logit_softcapping", .value = 0}, "attn_logit_softcapping"});
+    } else {
+        bad.push_back(
+            {{.key = arch + "final_logit_softcapping", .value = -1}, "final_logit_softcapping"});
+    }
+    for (size_t i = 0; i < bad.size(); ++i) {
+        const fs::path p = edited_gguf_copy(gguf_, bad[i].edit,
+                                            tmp_.path() / ("bad" + std::to_string(i) + ".gguf"));
+        const std::string error = model_load_error(p);
+        EXPECT_NE(error.find(arch + bad[i].names), std::string::npos)
+            << bad[i].names << ": " << error;
+        EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, GemmaFamilyReference,
                          ::testing::Values(SyntheticFamily::gemma2, SyntheticFamily::gemma3),
                          [](const auto& info) { return synthetic_family_name(info.param); });
