@@ -1,6 +1,7 @@
 #include "dwell/core/graph/graph_builder.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -338,6 +339,9 @@ dwell_tensor GraphBuilder::OpCheck::attention() const {
     check_attention_caches(k, kc, vc);
     if (!is_vector(pos) || pos.ne[0] != q.ne[2])
         fail(op, "positions must have one entry per token");
+    // ABI 1.5: iparams[0] = window, fparams[1] = soft-cap (0: none).
+    if (!ip.empty() && ip[0] < 0)
+        fail(op, "the window (iparams[0]) must be >= 0, got " + std::to_string(ip[0]));
     check_attention_writes_only_caches();
     return make_tensor(DWELL_F32, q.n_dims, q.ne);
 }
@@ -454,6 +458,7 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
         case DWELL_OP_SILU:
         case DWELL_OP_GELU:
         case DWELL_OP_SOFTMAX:
+        case DWELL_OP_SOFTCAP:
             return check.elementwise_unary();
         case DWELL_OP_SWIGLU:
             return check.swiglu();
@@ -478,6 +483,15 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
 
 int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs,
                          std::span<const int32_t> iparams, std::span<const float> fparams) {
+    // Soft-caps divide by their parameter: a NaN or a negative one is a
+    // plugin bug, refused here rather than turned into NaN logits.
+    const auto cap = [&](size_t i) { return i < fparams.size() ? fparams[i] : 0.0f; };
+    if ((op == DWELL_OP_ATTENTION && !(cap(1) >= 0.0f && std::isfinite(cap(1)))) ||
+        (op == DWELL_OP_SOFTCAP && !(cap(0) > 0.0f && std::isfinite(cap(0))))) {
+        fail(op, std::string("the soft-cap (fparams[") + (op == DWELL_OP_SOFTCAP ? "0" : "1") +
+                     "] = " + std::to_string(op == DWELL_OP_SOFTCAP ? cap(0) : cap(1)) +
+                     ") must be a finite number " + (op == DWELL_OP_SOFTCAP ? "> 0" : ">= 0"));
+    }
     dwell_tensor out = infer(op, inputs, iparams);
     dwell_node node{};
     node.op = op;

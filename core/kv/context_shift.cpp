@@ -1,5 +1,6 @@
 #include "dwell/core/kv/context_shift.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -133,25 +134,51 @@ void shift_fp8_keys(KvCache& kv, int32_t layer, const std::optional<KeyRope>& ro
 
 }  // namespace
 
+namespace {
+
+// The rotation of the keys an ATTENTION node stores, or nullopt.
+std::optional<KeyRope> key_rope_of(const Graph& graph, const dwell_node& node) {
+    const int32_t producer = graph.slots[graph.storage_of(node.inputs[1])].producer;
+    if (producer < 0) return std::nullopt;
+    const dwell_node& rope = graph.nodes[static_cast<size_t>(producer)];
+    if (rope.op != DWELL_OP_ROPE) return std::nullopt;
+    KeyRope r;
+    r.mode = rope.iparams[0];
+    r.n_rot = rope.iparams[1];
+    r.head_dim = graph.slots[rope.inputs[0]].tensor.ne[0];
+    r.freq_base = rope.fparams[0];
+    r.freq_scale = rope.fparams[1];
+    return r;
+}
+
+}  // namespace
+
 std::optional<KeyRope> find_key_rope(const Graph& graph) {
     for (const dwell_node& node : graph.nodes) {
-        if (node.op != DWELL_OP_ATTENTION) continue;
-        const int32_t producer = graph.slots[graph.storage_of(node.inputs[1])].producer;
-        if (producer < 0) return std::nullopt;
-        const dwell_node& rope = graph.nodes[static_cast<size_t>(producer)];
-        if (rope.op != DWELL_OP_ROPE) return std::nullopt;
-        KeyRope r;
-        r.mode = rope.iparams[0];
-        r.n_rot = rope.iparams[1];
-        r.head_dim = graph.slots[rope.inputs[0]].tensor.ne[0];
-        r.freq_base = rope.fparams[0];
-        r.freq_scale = rope.fparams[1];
-        return r;
+        if (node.op == DWELL_OP_ATTENTION) return key_rope_of(graph, node);
     }
     return std::nullopt;
 }
 
+std::vector<std::optional<KeyRope>> find_layer_key_ropes(const Graph& graph, int32_t n_layer) {
+    std::vector<std::optional<KeyRope>> ropes(static_cast<size_t>(std::max(n_layer, 0)));
+    for (const dwell_node& node : graph.nodes) {
+        if (node.op != DWELL_OP_ATTENTION) continue;
+        // The cache says whose keys these are, whatever layer tag the node has.
+        const int32_t layer = graph.slots[graph.storage_of(node.inputs[3])].layer;
+        if (layer >= 0 && layer < n_layer)
+            ropes[static_cast<size_t>(layer)] = key_rope_of(graph, node);
+    }
+    return ropes;
+}
+
 void shift_context(KvCache& kv, const std::optional<KeyRope>& rope, int64_t n_keep,
+                   int64_t n_discard, int64_t n_past) {
+    shift_context(kv, std::vector<std::optional<KeyRope>>(static_cast<size_t>(kv.n_layer()), rope),
+                  n_keep, n_discard, n_past);
+}
+
+void shift_context(KvCache& kv, const std::vector<std::optional<KeyRope>>& ropes, int64_t n_keep,
                    int64_t n_discard, int64_t n_past) {
     if (n_keep < 0 || n_discard <= 0 || n_keep + n_discard > n_past) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT,
@@ -165,6 +192,8 @@ void shift_context(KvCache& kv, const std::optional<KeyRope>& rope, int64_t n_ke
     const int64_t width = kv.kv_width();
     std::vector<float> buf(static_cast<size_t>(width));
     for (int32_t l = 0; l < kv.n_layer(); ++l) {
+        const std::optional<KeyRope>& rope =
+            static_cast<size_t>(l) < ropes.size() ? ropes[static_cast<size_t>(l)] : std::nullopt;
         // Values move as they are.
         for (int64_t pos = n_keep + n_discard; pos < n_past; ++pos) {
             std::memcpy(kv.row(l, 1, pos - n_discard), kv.row(l, 1, pos), kv.row_bytes());

@@ -12,8 +12,9 @@
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/tensor_shape.hpp"
 #include "dwell/core/backend/isolated_step.hpp"
-#include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/base/error.hpp"
 #include "dwell/core/model/weight_streamer.hpp"
+#include "dwell/core/runtime/runtime.hpp"
 
 namespace dwell {
 
@@ -72,6 +73,13 @@ bool attends_over_fp8_keys(const dwell_graph& g, const dwell_node& node) {
     return cache != nullptr && cache->dtype == DWELL_FP8_E4M3;
 }
 
+// Before ABI 1.5 ATTENTION had no window or soft-cap and SOFTCAP did not
+// exist (graph.h): an older backend would attend over every row, uncapped.
+bool uses_abi15_attention(const dwell_node& node) {
+    if (node.op == DWELL_OP_SOFTCAP) return true;
+    return node.op == DWELL_OP_ATTENTION && (node.iparams[0] != 0 || node.fparams[1] != 0.0f);
+}
+
 // Why a backend must not get a node its ABI minor predates, or "".
 std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const Backend& be) {
     const uint32_t minor = be.plugin().info().abi_minor;
@@ -83,6 +91,9 @@ std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const 
     } else if (minor < 4 && attends_over_fp8_keys(g, node)) {
         what = "the FP8 key encoding";
         since = "1.4";
+    } else if (minor < 5 && uses_abi15_attention(node)) {
+        what = "sliding-window and soft-capped attention";
+        since = "1.5";
     }
     if (what == nullptr) return "";
     return be.label() + ": built against dwell ABI " + be.plugin().abi_version() +

@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cmath>
 
-#include "dwell/core/graph/activation_plan.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/graph/activation_plan.hpp"
 #include "dwell/core/graph/graph_builder.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/platform/output_file.hpp"
@@ -321,7 +321,7 @@ void Session::shift_for(size_t n_new) {
     if (!key_rope_) {
         Graph graph;
         build_step_graph(graph, 1, 1);
-        key_rope_ = find_key_rope(graph);
+        key_rope_ = find_layer_key_ropes(graph, kv_.n_layer());
     }
     const int64_t needed = int64_t{n_past_} + static_cast<int64_t>(n_new) - n_ctx_;
     // Half of what may go, as llama.cpp does, so shifts stay rare.
@@ -359,7 +359,7 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
 
     Graph graph;
     build_step_graph(graph, n_tokens, n_out);
-    if (!key_rope_) key_rope_ = find_key_rope(graph);
+    if (!key_rope_) key_rope_ = find_layer_key_ropes(graph, kv_.n_layer());
 
     // Host-filled inputs.
     std::vector<int32_t> positions(n_tokens), out_rows(n_out);

@@ -26,7 +26,12 @@ int synth_command(const std::vector<std::string>& args) {
     po::options_description desc("dwell synth");
     // clang-format off
     desc.add_options()
-        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma, mixtral, qwen3, qwen3moe or smollm3")
+        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2 or gemma3")
+        ("sliding-window", po::value(&spec.sliding_window), "gemma2/3: window of the local layers (default 16)")
+        ("swa-pattern", po::value(&spec.swa_pattern)->default_value(0), "gemma2/3: every Nth layer is global (0: the family's 2 / 6)")
+        ("rope-base-swa", po::value(&spec.rope_freq_base_swa)->default_value(0.0f), "gemma2/3: RoPE base of the local layers (0: the family's)")
+        ("attn-softcap", po::value(&spec.attn_softcap), "gemma2: attention-logit soft-cap (default 1)")
+        ("final-softcap", po::value(&spec.final_softcap), "gemma2/3: final-logit soft-cap (default 1 for gemma2, none for gemma3)")
         ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "attention head size (0: n-embd / n-head)")
         ("n-expert", po::value(&spec.n_expert)->default_value(8), "mixtral, qwen3moe: experts per layer")
         ("n-expert-used", po::value(&spec.n_expert_used)->default_value(2), "mixtral, qwen3moe: experts each token uses")
@@ -49,9 +54,23 @@ int synth_command(const std::vector<std::string>& args) {
     try {
         spec.family = parse_synthetic_family(arch);
     } catch (const Error&) {
-        throw po::error(
-            "--arch '" + arch +
-            "' is not a model family (llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3)");
+        throw po::error("--arch '" + arch +
+                        "' is not a model family (llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3)");
+    }
+    // The Gemma 2/3 defaults exercise their special paths at synth's sizes:
+    // a window shorter than a short prompt, soft-caps the synthetic scores
+    // and logits reach.
+    const bool gemma23 =
+        spec.family == SyntheticFamily::gemma2 || spec.family == SyntheticFamily::gemma3;
+    if (gemma23 && !vm.count("sliding-window")) spec.sliding_window = 16;
+    if (spec.family == SyntheticFamily::gemma2 && !vm.count("attn-softcap"))
+        spec.attn_softcap = 1.0f;
+    if (spec.family == SyntheticFamily::gemma2 && !vm.count("final-softcap"))
+        spec.final_softcap = 1.0f;
+    for (const auto& [flag, value] : {std::pair{"--sliding-window", spec.sliding_window},
+                                      {"--swa-pattern", spec.swa_pattern}}) {
+        if (value < 0)
+            throw po::error(std::string(flag) + " " + std::to_string(value) + " must be >= 0");
     }
     for (const auto& [flag, value] : {std::pair{"--n-embd", spec.n_embd},
                                       {"--n-layer", spec.n_layer},

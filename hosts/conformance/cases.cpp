@@ -32,31 +32,37 @@ std::vector<double> to_double(const std::vector<float>& v) {
 }
 
 // Causal GQA attention in double: token t (position n_old + t) of query
-// q [hd, nh, T] over key and value rows 0..n_old + t (by position).
+// q [hd, nh, T] over key and value rows 0..n_old + t (by position); with a
+// window w > 0 only rows n_old + t - w + 1.. (ABI 1.5), with a soft-cap
+// c > 0 each scaled score s is c * tanh(s / c).
 std::vector<double> ref_attention(const std::vector<float>& q,
                                   const std::vector<std::vector<double>>& keys,
                                   const std::vector<std::vector<double>>& values, int64_t hd,
-                                  int64_t nh, int64_t nkv, int64_t T, int64_t n_old, float scale) {
+                                  int64_t nh, int64_t nkv, int64_t T, int64_t n_old, float scale,
+                                  int64_t window = 0, double cap = 0) {
     std::vector<double> want(static_cast<size_t>(hd * nh * T));
     for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < nh; ++h) {
             const int64_t gk = h / (nh / nkv);
             const auto n_keys = static_cast<size_t>(n_old + t + 1);
-            std::vector<double> s(n_keys);
+            const size_t first =
+                window > 0 ? static_cast<size_t>(std::max<int64_t>(0, n_old + t + 1 - window)) : 0;
+            std::vector<double> s(n_keys, 0.0);
             double mx = -1e300;
-            for (size_t j = 0; j < n_keys; ++j) {
+            for (size_t j = first; j < n_keys; ++j) {
                 double d = 0;
                 for (int64_t i = 0; i < hd; ++i)
                     d += q[static_cast<size_t>((t * nh + h) * hd + i)] *
                          keys[j][static_cast<size_t>(gk * hd + i)];
                 s[j] = d * scale;
+                if (cap > 0) s[j] = cap * std::tanh(s[j] / cap);
                 mx = std::max(mx, s[j]);
             }
             double sum = 0;
-            for (double& x : s) sum += (x = std::exp(x - mx));
+            for (size_t j = first; j < n_keys; ++j) sum += (s[j] = std::exp(s[j] - mx));
             for (int64_t i = 0; i < hd; ++i) {
                 double o = 0;
-                for (size_t j = 0; j < n_keys; ++j)
+                for (size_t j = first; j < n_keys; ++j)
                     o += s[j] / sum * values[j][static_cast<size_t>(gk * hd + i)];
                 want[static_cast<size_t>((t * nh + h) * hd + i)] = o;
             }
@@ -199,6 +205,9 @@ void add_elementwise_cases(std::vector<Case>& cases) {
             return 0.5 * x * (1 + std::tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
         },
         1e-4);
+    // SOFTCAP (ABI 1.5): inputs up to 4 against a cap of 1.5, so it bites.
+    unary(
+        "softcap", DWELL_OP_SOFTCAP, 1.5f, [](double x) { return 1.5 * std::tanh(x / 1.5); }, 1e-6);
     cases.push_back(
         {"swiglu",
          [](OpTestGraph& g) {
@@ -489,6 +498,94 @@ void add_fp8_offset_key_attention_cases(std::vector<Case>& cases) {
     }
 }
 
+// ATTENTION with a sliding window and/or a logit soft-cap (ABI 1.5).
+void add_window_attention_cases(std::vector<Case>& cases) {
+    // ATTENTION with a sliding window and/or a logit soft-cap (ABI 1.5): 6
+    // cached positions, then 4 tokens at 6..9; a window of 3 hides all but
+    // the last 3 rows of each, a cap of 1.5 meets scores of up to ~5.
+    struct WindowCase {
+        const char* name;
+        int32_t window;
+        float cap;
+        dwell_dtype ct;
+        bool paged;
+    };
+    for (const WindowCase wc :
+         {WindowCase{"attention_window", 3, 0.0f, DWELL_F32, false},
+          WindowCase{"attention_softcap", 0, 1.5f, DWELL_F32, false},
+          WindowCase{"attention_window_softcap", 3, 1.5f, DWELL_F32, false},
+          WindowCase{"attention_window_softcap_f16", 3, 1.5f, DWELL_F16, false},
+          WindowCase{"attention_window_softcap_paged", 3, 1.5f, DWELL_F32, true},
+          WindowCase{"attention_window_wider_than_context", 64, 1.5f, DWELL_F32, false}}) {
+        cases.push_back(
+            {wc.name,
+             [wc](OpTestGraph& g) {
+                 const int64_t hd = 32, nh = 4, nkv = 2, T = 4, width = hd * nkv, n_old = 6;
+                 const int64_t ctx = 12, rpp = 4;
+                 const float scale = 0.5f;
+                 const auto qv = random_floats(static_cast<size_t>(hd * nh * T), 31);
+                 const auto kv = random_floats(static_cast<size_t>(width * T), 32);
+                 const auto vv = random_floats(static_cast<size_t>(width * T), 33);
+                 const auto old_k = random_floats(static_cast<size_t>(width * n_old), 34);
+                 const auto old_v = random_floats(static_cast<size_t>(width * n_old), 35);
+                 const int q = g.tensor(DWELL_F32, {hd, nh, T});
+                 const int k = g.tensor(DWELL_F32, {hd, nkv, T});
+                 const int v = g.tensor(DWELL_F32, {hd, nkv, T});
+                 g.set(q, qv);
+                 g.set(k, kv);
+                 g.set(v, vv);
+                 int kc, vc;
+                 std::vector<int32_t> table;
+                 if (!wc.paged) {
+                     kc = g.tensor(wc.ct, {width, ctx});
+                     vc = g.tensor(wc.ct, {width, ctx});
+                 } else {
+                     kc = g.tensor(wc.ct, {width, rpp, 7});
+                     vc = g.tensor(DWELL_I32, {2, ctx / rpp});
+                     table = {5, 0, 3, 6, 1, 4};
+                     g.set<int32_t>(vc, table);
+                 }
+                 const auto row_at = [&](int kind, int64_t r) {
+                     if (!wc.paged) return g.row(kind ? vc : kc, r);
+                     return g.row(kc,
+                                  table[static_cast<size_t>(2 * (r / rpp) + kind)] * rpp + r % rpp);
+                 };
+                 std::vector<std::vector<double>> kr, vr;
+                 const auto put = [&](const float* x, int kind, int64_t r) {
+                     uint8_t* dst = row_at(kind, r);
+                     for (int64_t i = 0; i < width; ++i) {
+                         if (wc.ct == DWELL_F16) {
+                             const uint16_t h = dwell_fp32_to_fp16(x[i]);
+                             std::memcpy(dst + 2 * i, &h, 2);
+                         } else {
+                             std::memcpy(dst + 4 * i, &x[i], 4);
+                         }
+                     }
+                 };
+                 const auto rounded = [&](const float* x) {
+                     return round_to_cache(wc.ct, std::vector<float>(x, x + width));
+                 };
+                 for (int64_t r = 0; r < n_old; ++r) {
+                     put(&old_k[static_cast<size_t>(r * width)], 0, r);
+                     put(&old_v[static_cast<size_t>(r * width)], 1, r);
+                     kr.push_back(rounded(&old_k[static_cast<size_t>(r * width)]));
+                     vr.push_back(rounded(&old_v[static_cast<size_t>(r * width)]));
+                 }
+                 for (int64_t t = 0; t < T; ++t) {
+                     kr.push_back(rounded(&kv[static_cast<size_t>(t * width)]));
+                     vr.push_back(rounded(&vv[static_cast<size_t>(t * width)]));
+                 }
+                 const int pos = g.tensor(DWELL_I32, {T});
+                 g.set<int32_t>(pos, {6, 7, 8, 9});
+                 const int out = g.tensor(DWELL_F32, {hd, nh, T});
+                 g.node(DWELL_OP_ATTENTION, out, {q, k, v, kc, vc, pos}, {wc.window},
+                        {scale, wc.cap});
+                 return ref_attention(qv, kr, vr, hd, nh, nkv, T, n_old, scale, wc.window, wc.cap);
+             },
+             wc.ct == DWELL_F16 ? 3e-3 : 1e-5});
+    }
+}
+
 // CPY: conversion to f16 and quantization to q8_0 (read back decoded).
 void add_cpy_cases(std::vector<Case>& cases) {
     for (const dwell_dtype to : {DWELL_F32, DWELL_F16, DWELL_Q8_0}) {
@@ -612,6 +709,7 @@ std::vector<Case> all_cases() {
     add_rope_cases(cases);
     add_attention_cases(cases);
     add_fp8_offset_key_attention_cases(cases);
+    add_window_attention_cases(cases);
     add_cpy_cases(cases);
     add_topk_and_gather_cases(cases);
     add_expert_cases(cases);

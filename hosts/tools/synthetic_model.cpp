@@ -154,6 +154,12 @@ bool has_experts(SyntheticFamily f) {
     return f == SyntheticFamily::mixtral || f == SyntheticFamily::qwen3moe;
 }
 
+// The Gemma families: their output is always the tied embeddings.
+bool is_gemma(SyntheticFamily f) {
+    return f == SyntheticFamily::gemma || f == SyntheticFamily::gemma2 ||
+           f == SyntheticFamily::gemma3;
+}
+
 void check(bool ok, const std::string& what) {
     if (!ok) throw Error(DWELL_ERR_INVALID_ARGUMENT, "synth: " + what);
 }
@@ -173,7 +179,7 @@ double synthetic_model_bytes(const SyntheticModelSpec& s, int64_t n_vocab) {
     const double experts = std::max<int64_t>(s.n_expert, 1);  // n_ff is per expert
     const double layer =
         embd * head_dim * (2.0 * s.n_head + 2.0 * s.n_head_kv) + 3.0 * embd * s.n_ff * experts;
-    const bool tied = s.tied_output || s.family == SyntheticFamily::gemma;
+    const bool tied = s.tied_output || is_gemma(s.family);
     return per_weight * (layer * s.n_layer + embd * vocab * (tied ? 1 : 2));
 }
 
@@ -220,6 +226,21 @@ void check_spec(const SyntheticModelSpec& s) {
     if (s.family == SyntheticFamily::qwen3moe)
         at_most("--n-ff times --n-expert-used (qwen3moe's feed_forward_length)",
                 s.n_ff * s.n_expert_used, int64_t{1} << 22);
+    const bool gemma23 = s.family == SyntheticFamily::gemma2 || s.family == SyntheticFamily::gemma3;
+    check(gemma23 || (s.sliding_window == 0 && s.swa_pattern == 0 && s.rope_freq_base_swa == 0 &&
+                      s.attn_softcap == 0 && s.final_softcap == 0),
+          std::string("sliding windows and soft-caps are for gemma2 and gemma3, not ") +
+              synthetic_family_name(s.family));
+    check(s.sliding_window >= 0 && s.sliding_window <= (int64_t{1} << 24),
+          "--sliding-window must be in 0..16777216");
+    check(s.swa_pattern >= 0 && s.swa_pattern <= 4096, "--swa-pattern must be in 0..4096");
+    check(s.rope_freq_base_swa >= 0 && std::isfinite(s.rope_freq_base_swa),
+          "--rope-base-swa must be a finite number >= 0");
+    check(s.attn_softcap >= 0 && std::isfinite(s.attn_softcap) && s.final_softcap >= 0 &&
+              std::isfinite(s.final_softcap),
+          "--attn-softcap and --final-softcap must be finite numbers >= 0");
+    check(s.family != SyntheticFamily::gemma3 || s.attn_softcap == 0,
+          "gemma3 has no attention soft-cap (--attn-softcap)");
     const int64_t block = dwell_dtype_block_elems(s.dtype);
     check(s.dtype == DWELL_F32 || s.dtype == DWELL_F16 || s.dtype == DWELL_Q8_0 ||
               s.dtype == DWELL_Q4_0,
@@ -266,6 +287,10 @@ const char* synthetic_family_name(SyntheticFamily f) {
             return "qwen3moe";
         case SyntheticFamily::smollm3:
             return "smollm3";
+        case SyntheticFamily::gemma2:
+            return "gemma2";
+        case SyntheticFamily::gemma3:
+            return "gemma3";
     }
     return "?";
 }
@@ -273,12 +298,12 @@ const char* synthetic_family_name(SyntheticFamily f) {
 SyntheticFamily parse_synthetic_family(std::string_view name) {
     for (auto f : {SyntheticFamily::llama, SyntheticFamily::qwen2, SyntheticFamily::gemma,
                    SyntheticFamily::mixtral, SyntheticFamily::qwen3, SyntheticFamily::qwen3moe,
-                   SyntheticFamily::smollm3}) {
+                   SyntheticFamily::smollm3, SyntheticFamily::gemma2, SyntheticFamily::gemma3}) {
         if (name == synthetic_family_name(f)) return f;
     }
     throw Error(DWELL_ERR_INVALID_ARGUMENT,
                 "synth: unknown model family '" + std::string(name) +
-                    "' (known: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3)");
+                    "' (known: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3)");
 }
 
 namespace {
@@ -288,7 +313,8 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     // Mixtral files say "llama": the experts are what set them apart.
     const std::string arch =
         family == SyntheticFamily::mixtral ? "llama" : synthetic_family_name(family);
-    const bool tied = s.tied_output || family == SyntheticFamily::gemma;
+    const bool tied = s.tied_output || is_gemma(family);
+    const bool gemma23 = family == SyntheticFamily::gemma2 || family == SyntheticFamily::gemma3;
 
     // Qwen2 and Qwen3 files carry a byte-level BPE vocabulary; the others
     // (and these given a sentencepiece model) a sentencepiece one.
@@ -332,6 +358,17 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     }
     if (family == SyntheticFamily::qwen3moe)
         w.add_uint32(key("expert_feed_forward_length"), static_cast<uint32_t>(s.n_ff));
+    if (gemma23) {
+        if (s.sliding_window > 0)
+            w.add_uint32(key("attention.sliding_window"), static_cast<uint32_t>(s.sliding_window));
+        if (s.swa_pattern > 0)
+            w.add_uint32(key("attention.sliding_window_pattern"),
+                         static_cast<uint32_t>(s.swa_pattern));
+        if (s.rope_freq_base_swa > 0)
+            w.add_float32(key("rope.freq_base_swa"), s.rope_freq_base_swa);
+        if (s.attn_softcap > 0) w.add_float32(key("attn_logit_softcapping"), s.attn_softcap);
+        if (s.final_softcap > 0) w.add_float32(key("final_logit_softcapping"), s.final_softcap);
+    }
     if (bpe) {
         write_bpe_vocab(w, bpe_vocab, "qwen2");
     } else {
@@ -392,6 +429,11 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
         weight(p + "attn_k.weight", {s.n_embd, kv_width});
         weight(p + "attn_v.weight", {s.n_embd, kv_width});
         weight(p + "attn_output.weight", {q_width, s.n_embd});
+        if (family == SyntheticFamily::gemma3) {
+            f32_vector(p + "attn_q_norm.weight", head_dim, 1.0f, s.norm_jitter);
+            f32_vector(p + "attn_k_norm.weight", head_dim, 1.0f, s.norm_jitter);
+        }
+        if (gemma23) norm(p + "post_attention_norm.weight");
         if (family == SyntheticFamily::qwen2) {
             f32_vector(p + "attn_q.bias", q_width, 0.0f, bias_std);
             f32_vector(p + "attn_k.bias", kv_width, 0.0f, bias_std);
@@ -413,6 +455,7 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
             weight(p + "ffn_up.weight", {s.n_embd, s.n_ff});
             weight(p + "ffn_down.weight", {s.n_ff, s.n_embd});
         }
+        if (gemma23) norm(p + "post_ffw_norm.weight");
     }
     norm("output_norm.weight");
     if (!tied) weight("output.weight", {s.n_embd, n_vocab});

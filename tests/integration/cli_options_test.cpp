@@ -136,7 +136,13 @@ TEST(CliOptions, EveryBadOptionExits2NamingTheFlagBeforeAnythingLoads) {
           // was written wrapped: 4294967297 as 1). Larger sizes are
           // SynthRefusesSizesThePluginsWouldRefuse's, under a memory limit.
           {{"--ctx", "4294967297"}, "--ctx 4294967297 is outside 1..16777216"},
-          {{"--ctx", "20000000"}, "--ctx"}}},
+          {{"--ctx", "20000000"}, "--ctx"},
+          // Gemma 2/3's options: for those families only, and in range.
+          {{"--sliding-window", "8"}, "not llama"},
+          {{"--arch", "gemma2", "--sliding-window", "-1"}, "--sliding-window"},
+          {{"--arch", "gemma2", "--swa-pattern", "5000"}, "--swa-pattern"},
+          {{"--arch", "gemma2", "--attn-softcap", "-2"}, "--attn-softcap"},
+          {{"--arch", "gemma3", "--attn-softcap", "1"}, "--attn-softcap"}}},
         {"devices", {}, {{{"--getprop", (dir.path() / "no-such.txt").string()}, "--getprop"}}},
         {"bench",
          {"--thermal-sim"},

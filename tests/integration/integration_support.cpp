@@ -107,6 +107,27 @@ SyntheticModelSpec family_reference_spec(SyntheticFamily family) {
             s.tied_output = true;
             s.seed = 17;
             break;
+        // Gemma 2/3: 4 and 6 layers with a window of 8 (shorter than the 48
+        // reference positions) on the local ones; gemma2's soft-caps are set
+        // where the synthetic scores and logits reach them.
+        case SyntheticFamily::gemma2:
+            s.n_layer = 4;
+            s.head_dim = 48;
+            s.sliding_window = 8;
+            s.attn_softcap = 1.5f;
+            s.final_softcap = 2.0f;
+            s.rope_freq_base_swa = 5000.0f;
+            s.seed = 21;
+            break;
+        case SyntheticFamily::gemma3:
+            s.n_layer = 6;
+            s.head_dim = 48;
+            s.sliding_window = 8;
+            s.rope_freq_base = 1000000.0f;
+            s.rope_freq_base_swa = 10000.0f;
+            s.final_softcap = 2.0f;
+            s.seed = 16;
+            break;
     }
     return s;
 }

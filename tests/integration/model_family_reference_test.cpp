@@ -145,7 +145,8 @@ INSTANTIATE_TEST_SUITE_P(Families, ModelFamilyReference,
                          ::testing::Values(SyntheticFamily::llama, SyntheticFamily::qwen2,
                                            SyntheticFamily::gemma, SyntheticFamily::mixtral,
                                            SyntheticFamily::qwen3, SyntheticFamily::qwen3moe,
-                                           SyntheticFamily::smollm3),
+                                           SyntheticFamily::smollm3, SyntheticFamily::gemma2,
+                                           SyntheticFamily::gemma3),
                          [](const auto& info) { return synthetic_family_name(info.param); });
 
 }  // namespace

@@ -114,6 +114,10 @@ std::string check(const dwell_graph* g, int32_t id) {
             if (in(0).ne[0] > 256) return "head_dim above 256";
             if (!f32(in(0)) || !f32(in(1)) || !f32(in(2)) || !f32(*out)) return "q/k/v must be F32";
             if (!paged && in(4).dtype != cache.dtype) return "K and V caches differ in dtype";
+            // ABI 1.5's window and soft-cap: the kernel attends over every
+            // row uncapped, so such nodes stay on the cpu.
+            if (n->iparams[0] != 0) return "sliding-window attention (no kernel yet)";
+            if (n->fparams[1] != 0.0f) return "soft-capped attention (no kernel yet)";
             return "";
         }
         default:

@@ -31,6 +31,13 @@
  *                (converted to the cache dtype), then for each token t and
  *                head h attends causally over cache rows 0..positions[t] with
  *                kv head h / (n_head / n_kv) (GQA). fparams[0] = scale.
+ *                Since ABI 1.5: iparams[0] = window (0 = none): token t
+ *                attends only to rows max(0, positions[t] - window + 1) ..
+ *                positions[t], i.e. the window counts the token itself;
+ *                fparams[1] = logit soft-cap c (0 = none): each scaled
+ *                score s becomes c * tanh(s / c) before the softmax. Both
+ *                >= 0; a backend checks both and declines values it does
+ *                not implement (1.4 hosts leave them 0).
  *                -> [hd, n_head, T].
  *                Cache rows hold hd * n_kv values in F32, F16, Q8_0 (whole
  *                blocks of 32, so hd * n_kv is a multiple of 32; a block may
@@ -59,6 +66,8 @@
  *  MOE_COMBINE   in0 y [N, k, T], in1 w [k, T] -> [N, T]: sum_i w[t][i] * y[t][i].
  *  CPY           in0 -> same shape in dtype iparams[0] (a dwell_dtype): conversion
  *                or quantization.
+ *  SOFTCAP       (ABI 1.5) in0 -> c * tanh(in0 / c), elementwise; fparams[0] = c > 0
+ *                (Gemma 2's final-logit soft-capping).
  *
  * Thread-safety: a graph is immutable while a backend executes it.
  * Ownership: the host owns graphs, tensors and node arrays; a plugin must
@@ -98,7 +107,8 @@ typedef enum dwell_op {
     DWELL_OP_EXPERT_MATMUL = 16,
     DWELL_OP_MOE_COMBINE = 17,
     DWELL_OP_CPY = 18,
-    DWELL_OP_COUNT = 19,
+    DWELL_OP_SOFTCAP = 19, /* ABI 1.5 */
+    DWELL_OP_COUNT = 20,
     DWELL_OP_MIN_ENUM_ = -0x7fffffff - 1, /* 32 bits; any int32 loads safely */
     DWELL_OP_MAX_ENUM_ = 0x7fffffff
 } dwell_op;
@@ -158,7 +168,7 @@ static inline const char* dwell_op_name(dwell_op op) {
     static const char* const names[DWELL_OP_COUNT] = {
         "none",       "get_rows", "matmul",        "add",         "mul",  "scale",  "rms_norm",
         "layer_norm", "rope",     "attention",     "silu",        "gelu", "swiglu", "softmax",
-        "topk",       "gather",   "expert_matmul", "moe_combine", "cpy"};
+        "topk",       "gather",   "expert_matmul", "moe_combine", "cpy",  "softcap"};
     return (op >= 0 && op < DWELL_OP_COUNT) ? names[op] : "unknown";
 }
 

@@ -38,8 +38,9 @@ extern "C" {
 #define DWELL_ABI_MAJOR 1
 /* Minor versions: 1.1 dwell_host_services.weights_copied; 1.2
  * dwell_tensor.flags; 1.3 dwell_backend_plugin.reconfigure; 1.4 FP8_E4M3 key
- * caches hold offset keys (quant.h). sdk/ABI.md has the details. */
-#define DWELL_ABI_MINOR 4
+ * caches hold offset keys (quant.h); 1.5 windowed and soft-capped
+ * ATTENTION, DWELL_OP_SOFTCAP (graph.h). sdk/ABI.md has the details. */
+#define DWELL_ABI_MINOR 5
 
 #if defined(_WIN32)
 #define DWELL_PLUGIN_EXPORT __declspec(dllexport)

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/graph/activation_plan.hpp"
 
@@ -135,6 +137,34 @@ TEST_F(GraphBuilderTest, AttentionChecksGqaAndCacheWidth) {
     const int32_t k4i = builder_.input("k4", DWELL_F32, kv4);
     EXPECT_EQ(refusal({q4i, k4i, k4i, kc, vc, pi}),
               "graph: attention: caches [16, 16] f16 / [16, 16] f16 do not hold rows of 8");
+}
+
+// ABI 1.5: ATTENTION's window (iparams[0]) and soft-cap (fparams[1]) are
+// >= 0 and finite, SOFTCAP's cap (fparams[0]) > 0: anything else would turn
+// into NaN logits or hide every row, so the builder refuses it.
+TEST_F(GraphBuilderTest, WindowAndSoftCapParametersAreChecked) {
+    const int64_t q[3] = {8, 4, 2}, kv[3] = {8, 2, 2}, pos[1] = {2};
+    const int32_t qi = builder_.input("q", DWELL_F32, q);
+    const int32_t ki = builder_.input("k", DWELL_F32, kv);
+    const int32_t vi = builder_.input("v", DWELL_F32, kv);
+    const int32_t pi = builder_.input("pos", DWELL_I32, pos);
+    const int32_t kc = builder_.kv_cache(0, 0), vc = builder_.kv_cache(0, 1);
+    const std::vector<int32_t> in{qi, ki, vi, kc, vc, pi};
+    const auto attention = [&](int32_t window, float cap) {
+        const int32_t ip[1] = {window};
+        const float fp[2] = {0.5f, cap};
+        return builder_.op(DWELL_OP_ATTENTION, in, ip, fp);
+    };
+    EXPECT_GE(attention(4, 50.0f), 0);
+    EXPECT_GE(attention(0, 0.0f), 0);
+    EXPECT_THROW(attention(-1, 0.0f), Error);
+    EXPECT_THROW(attention(4, -1.0f), Error);
+    EXPECT_THROW(attention(4, std::nanf("")), Error);
+    const int32_t logits = x(8);
+    const float good[1] = {30.0f}, zero[1] = {0.0f};
+    EXPECT_GE(builder_.op(DWELL_OP_SOFTCAP, std::vector<int32_t>{logits}, {}, good), 0);
+    EXPECT_THROW(builder_.op(DWELL_OP_SOFTCAP, std::vector<int32_t>{logits}, {}, zero), Error);
+    EXPECT_THROW(builder_.op(DWELL_OP_SOFTCAP, std::vector<int32_t>{logits}), Error);
 }
 
 TEST_F(GraphBuilderTest, ActivationPlanReusesMemoryOfDeadTensors) {

@@ -6,7 +6,10 @@
 //
 // First stores k/v of token t as cache row positions[t], then each
 // (token, head) attends causally over cache rows 0..positions[t] with kv head
-// h / (n_head / n_kv).
+// h / (n_head / n_kv) — only the last `window` of them when iparams[0] > 0,
+// with the scaled scores soft-capped (c * tanh(s / c)) when fparams[1] > 0
+// (ABI 1.5). The window only narrows the rows every path walks, so the
+// vector paths honour it as the scalar one does.
 //
 // Numerics follow llama.cpp's CPU path: with an F16 key cache, q is rounded
 // to fp16 before the dot products (ggml converts the f32 operand to the
@@ -28,6 +31,7 @@
 // hands each run to the same vector entries: both forms take the same
 // per-row dots and the same ordered value sums, hence give identical bits.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -218,6 +222,13 @@ void add_key_offsets(float* s, int64_t n) {
     }
 }
 
+// c * tanh(s / c) in place, as llama.cpp caps attention logits: a multiply
+// by 1/c, tanh, a multiply by c.
+void soft_cap(float* s, int64_t n, float c) {
+    const float inv = 1.0f / c;
+    for (int64_t j = 0; j < n; ++j) s[j] = c * std::tanh(s[j] * inv);
+}
+
 // q . the key row's slice that starts at value `off`.
 float key_dot(const VecKernels& vk, dwell_dtype t, const unsigned char* row, int64_t off,
               const float* q, int64_t hd) {
@@ -322,6 +333,14 @@ OpVerdict check_attention(const NodeArgs& a) {
     if (out.dtype != DWELL_F32 || !same_shape(out, q)) {
         return invalid("output must be F32 " + shape_string(q) + ", got " + shape_string(out));
     }
+    if (a.node->iparams[0] < 0) {
+        return invalid("the window iparams[0] = " + std::to_string(a.node->iparams[0]) +
+                       " must be >= 0");
+    }
+    const float cap = a.node->fparams[1];
+    if (!(cap >= 0.0f) || !std::isfinite(cap)) {
+        return invalid("the soft-cap fparams[1] = " + std::to_string(cap) + " must be >= 0");
+    }
     // The kernel writes the caches and reads everything else: no written
     // cache may be another input.
     const int n_written = paged ? 1 : 2;
@@ -348,6 +367,8 @@ struct Attention {
     const int32_t* pos;
     int64_t hd, n_head, n_tokens, n_kv, width, group;
     float scale;
+    int64_t window;  // ABI 1.5: the last `window` rows only (0: all)
+    float cap;       // ABI 1.5: soft-cap of the scaled scores (0: none)
     CacheRows k_rows, v_rows;
     dwell_dtype k_type, v_type;
     int64_t n_keys_max;  // the longest row of scores
@@ -379,6 +400,8 @@ Attention attention_of(const NodeArgs& a) {
                      q.ne[0] * k.ne[1],
                      q.ne[1] / k.ne[1],
                      a.node->fparams[0],
+                     a.node->iparams[0],
+                     a.node->fparams[1],
                      k_rows,
                      v_rows,
                      k_type,
@@ -447,13 +470,20 @@ void load_queries(const Attention& x, const VecKernels& vk, int64_t g, int64_t t
     }
 }
 
-// The raw q.k dots over cache rows 0..n_keys-1, each cached row read once
-// for every query head of the group.
+// The first cache row inside the window of a query that sees n_keys rows.
+int64_t first_row(const Attention& x, int64_t n_keys) {
+    return x.window > 0 ? std::max<int64_t>(0, n_keys - x.window) : 0;
+}
+
+// The raw q.k dots over cache rows first..n_keys-1, each cached row read
+// once for every query head of the group. An FP8 key's offset needs the raw
+// dots of every earlier block, so its dots still start at row 0.
 void score_keys(const Attention& x, const VecKernels& vk, int64_t kv_off, int64_t n_keys,
                 AttendScratch& s) {
     const auto k_stride = static_cast<int64_t>(x.k_rows.row_stride());
     const auto ld = static_cast<size_t>(x.n_keys_max);
-    x.k_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
+    const int64_t dot_first = x.k_type == DWELL_FP8_E4M3 ? 0 : first_row(x, n_keys);
+    x.k_rows.for_each_run(dot_first, n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
         if (x.k_type == DWELL_F16) {
             vk.dots_f16_f32(rows + 2 * kv_off, k_stride, n, s.qv.data(), x.hd, x.group, x.hd,
                             s.scores.data() + r0, x.n_keys_max);
@@ -469,26 +499,32 @@ void score_keys(const Attention& x, const VecKernels& vk, int64_t kv_off, int64_
     });
 }
 
-// The dots to softmax weights, head by head.
+// The dots to softmax weights, head by head, over the rows in the window
+// (scaled, soft-capped when the node asks, then normalised).
 void softmax_scores(const Attention& x, const VecKernels& vk, int64_t n_keys, AttendScratch& s) {
     const auto ld = static_cast<size_t>(x.n_keys_max);
+    const int64_t first = first_row(x, n_keys);
+    const int64_t n_seen = n_keys - first;
     for (int64_t hh = 0; hh < x.group; ++hh) {
         float* row = s.scores.data() + static_cast<size_t>(hh) * ld;
         if (x.k_type == DWELL_FP8_E4M3) add_key_offsets(row, n_keys);
-        vk.scale(row, x.scale, row, n_keys);
-        softmax_row(vk, row, row, n_keys);
+        row += first;
+        vk.scale(row, x.scale, row, n_seen);
+        if (x.cap > 0.0f) soft_cap(row, n_seen, x.cap);
+        softmax_row(vk, row, row, n_seen);
         // The softmax weights meet an F16 value cache as fp16 too.
-        if (x.v_type == DWELL_F16) vk.round_f16(row, row, n_keys);
+        if (x.v_type == DWELL_F16) vk.round_f16(row, row, n_seen);
     }
 }
 
-// The weighted sums of value rows 0..n_keys-1 into s.acc.
+// The weighted sums of value rows first..n_keys-1 into s.acc.
 void sum_values(const Attention& x, const VecKernels& vk, int64_t kv_off, int64_t n_keys,
                 AttendScratch& s) {
     const auto v_stride = static_cast<int64_t>(x.v_rows.row_stride());
     const auto ld = static_cast<size_t>(x.n_keys_max);
     std::fill(s.acc.begin(), s.acc.end(), 0.0f);
-    x.v_rows.for_each_run(n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
+    x.v_rows.for_each_run(first_row(x, n_keys), n_keys, [&](int64_t r0, const unsigned char* rows,
+                                                           int64_t n) {
         if (x.v_type == DWELL_F16) {
             vk.axpy_f16_multi(s.scores.data() + r0, x.n_keys_max, rows + 2 * kv_off, v_stride, n,
                               s.acc.data(), x.hd, x.group, x.hd);
@@ -502,7 +538,8 @@ void sum_values(const Attention& x, const VecKernels& vk, int64_t kv_off, int64_
 }
 
 // The query heads sharing KV head g, at token t, over cache rows
-// 0..pos[t]; their outputs written.
+// 0..pos[t] (the last `window` of them when the node has one); their
+// outputs written.
 void attend(const Attention& x, const VecKernels& vk, int64_t g, int64_t t, AttendScratch& s) {
     const int64_t kv_off = g * x.hd;
     const int64_t n_keys = static_cast<int64_t>(x.pos[t]) + 1;

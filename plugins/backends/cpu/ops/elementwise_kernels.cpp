@@ -3,6 +3,7 @@
 // SWIGLU. All F32, parallel over rows. Rows go through the vector math
 // table (vec_math.hpp), except GELU's tanh, which stays scalar.
 #include <algorithm>
+#include <cmath>
 
 #include "ops/activation_math.hpp"
 #include "ops/kernels.hpp"
@@ -110,6 +111,23 @@ void run_gelu(const NodeArgs& a, ThreadPool& pool) {
     const int64_t n = a.output().ne[0];
     for_each_row(a, pool, [n](const float* x, float* y) {
         for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(x[i]);
+    });
+}
+
+OpVerdict check_softcap(const NodeArgs& a) {
+    const float c = a.node->fparams[0];
+    if (!(c > 0.0f) || !std::isfinite(c))
+        return invalid("the soft-cap fparams[0] = " + std::to_string(c) + " must be > 0");
+    return check_unary(a);
+}
+
+// As llama.cpp: scaled by 1/c (a multiply, not a divide), tanh, scaled by c.
+void run_softcap(const NodeArgs& a, ThreadPool& pool) {
+    const float c = a.node->fparams[0];
+    const float inv = 1.0f / c;
+    const int64_t n = a.output().ne[0];
+    for_each_row(a, pool, [c, inv, n](const float* x, float* y) {
+        for (int64_t i = 0; i < n; ++i) y[i] = c * std::tanh(x[i] * inv);
     });
 }
 

@@ -79,6 +79,8 @@ OpVerdict check_unary(const NodeArgs& a);
 void run_scale(const NodeArgs& a, ThreadPool& pool);
 void run_silu(const NodeArgs& a, ThreadPool& pool);
 void run_gelu(const NodeArgs& a, ThreadPool& pool);
+OpVerdict check_softcap(const NodeArgs& a);  // ABI 1.5
+void run_softcap(const NodeArgs& a, ThreadPool& pool);
 OpVerdict check_swiglu(const NodeArgs& a);
 void run_swiglu(const NodeArgs& a, ThreadPool& pool);
 

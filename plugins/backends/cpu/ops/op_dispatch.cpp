@@ -63,6 +63,8 @@ constexpr KernelEntry kernel_for(int32_t op) {
             return {2, check_moe_combine, run_moe_combine, false};
         case DWELL_OP_CPY:
             return {1, check_cpy, run_cpy, false};
+        case DWELL_OP_SOFTCAP:
+            return {1, check_softcap, run_softcap, true};
         default:
             return {};
     }

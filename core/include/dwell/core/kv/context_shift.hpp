@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "dwell/core/graph/graph.hpp"
 #include "dwell/core/kv/kv_cache.hpp"
@@ -34,6 +35,15 @@ std::optional<KeyRope> find_key_rope(const Graph& graph);
 // pages past the new end. Quantized rows are rotated through f32 and
 // stored again.
 void shift_context(KvCache& kv, const std::optional<KeyRope>& rope, int64_t n_keep,
+                   int64_t n_discard, int64_t n_past);
+
+// The RoPE of each layer's keys (index: layer; nullopt where a layer's keys
+// are not rotated by a ROPE node), for models whose layers rotate with
+// different bases (Gemma 2/3's local and global layers).
+std::vector<std::optional<KeyRope>> find_layer_key_ropes(const Graph& graph, int32_t n_layer);
+
+// shift_context with each layer's keys turned by that layer's RoPE.
+void shift_context(KvCache& kv, const std::vector<std::optional<KeyRope>>& ropes, int64_t n_keep,
                    int64_t n_discard, int64_t n_past);
 
 }  // namespace dwell

@@ -167,7 +167,9 @@ private:
     ContextFull on_full_ = ContextFull::Stop;
     int32_t n_keep_ = 0;
     int64_t n_shifted_ = 0;
-    std::optional<std::optional<KeyRope>> key_rope_;  // outer: looked up yet
+    // Per layer (Gemma's local and global layers rotate differently); outer:
+    // looked up yet.
+    std::optional<std::vector<std::optional<KeyRope>>> key_rope_;
     KvCache kv_;
     Scheduler scheduler_;
     PoolBuffer arena_;

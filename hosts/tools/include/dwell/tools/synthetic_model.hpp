@@ -27,9 +27,9 @@
 
 namespace dwell {
 
-enum class SyntheticFamily { llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3 };
+enum class SyntheticFamily { llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3 };
 
-// "llama", "qwen2", "gemma", "mixtral", "qwen3", "qwen3moe", "smollm3".
+// "llama", "qwen2", "gemma", "mixtral", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3".
 const char* synthetic_family_name(SyntheticFamily f);
 // Throws dwell::Error naming the accepted names for an unknown one.
 SyntheticFamily parse_synthetic_family(std::string_view name);
@@ -56,7 +56,16 @@ struct SyntheticModelSpec {
     float norm_jitter = 0.0f;  // norm weights are 1 + norm_jitter * N(0, 1)
     float bias_std = 0.0f;     // qwen2's Q/K/V biases (0: weight_std)
     float router_std = 0.0f;   // mixtral's and qwen3moe's router (0: weight_std)
-    uint64_t alignment = 32;   // general.alignment: tensor data offsets
+    // gemma2 / gemma3 (always tied, post-norms; gemma3 adds QK-norm): the
+    // local layers' window and period (0: the family's default, 4096 / 2
+    // for gemma2, none for gemma3), their RoPE base (0: not written) and the
+    // soft-caps (0: not written, gemma2's defaults are 50 and 30).
+    int64_t sliding_window = 0;
+    int64_t swa_pattern = 0;
+    float rope_freq_base_swa = 0.0f;
+    float attn_softcap = 0.0f;
+    float final_softcap = 0.0f;
+    uint64_t alignment = 32;  // general.alignment: tensor data offsets
     uint64_t seed = 1;
     std::optional<std::filesystem::path> vocab_model;  // a sentencepiece .model
 };
