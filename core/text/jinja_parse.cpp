@@ -356,7 +356,7 @@ private:
         for (;;) {
             const Tok& t = cur();
             if (t.kind == TK::Eof) {
-                if (!stops.empty()) fail(t.pos, "the template ends before '{% " + stops.front() + " %}'");
+                if (!stops.empty()) fail(t.pos, "the template ends before '{% " + stops.back() + " %}'");
                 break;
             }
             if (t.kind == TK::Text) {
@@ -811,7 +811,7 @@ private:
                 e = std::move(s);
             } else if (is_op("(")) {
                 ++k_;
-                auto c = make(Expr::T::Call, at);
+                auto c = make(Expr::T::Call, e->pos);  // errors point at the callee
                 c = add(std::move(c), std::move(e));
                 call_args(*c);
                 e = std::move(c);

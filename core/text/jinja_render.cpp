@@ -4,7 +4,10 @@
 // depth is bounded by the parser.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <stdexcept>
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/text/jinja_ast.hpp"
@@ -66,14 +69,44 @@ std::string strip(const std::string& s, const std::string& chars, bool left, boo
     if (right) while (b > a && chars.find(s[b - 1]) != std::string::npos) --b;
     return s.substr(a, b - a);
 }
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
+// Case mapping of ASCII and of the two-byte UTF-8 letters with a plain
+// offset (Latin-1, Greek, Cyrillic), as Python maps them; other characters
+// stay as they are.
+uint32_t map_case(uint32_t cp, bool to_upper) {
+    struct Range {
+        uint32_t lo, hi;
+        int32_t delta;  // upper -> lower
+    };
+    static constexpr Range kRanges[] = {{0x41, 0x5A, 32},     {0xC0, 0xD6, 32},   {0xD8, 0xDE, 32},
+                                        {0x391, 0x3A1, 32},   {0x3A3, 0x3AB, 32}, {0x410, 0x42F, 32},
+                                        {0x400, 0x40F, 80}};
+    for (const Range& r : kRanges) {
+        if (to_upper && cp >= r.lo + static_cast<uint32_t>(r.delta) && cp <= r.hi + static_cast<uint32_t>(r.delta))
+            return cp - static_cast<uint32_t>(r.delta);
+        if (!to_upper && cp >= r.lo && cp <= r.hi) return cp + static_cast<uint32_t>(r.delta);
+    }
+    return cp;
 }
-std::string upper(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return s;
+std::string change_case(const std::string& s, bool to_upper) {
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+        const auto b = static_cast<unsigned char>(s[i]);
+        if (b < 0x80) {
+            out += static_cast<char>(map_case(b, to_upper));
+        } else if ((b >> 5) == 6 && i + 1 < s.size() && (static_cast<unsigned char>(s[i + 1]) & 0xC0) == 0x80) {
+            const uint32_t cp = map_case(((b & 0x1Fu) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3Fu), to_upper);
+            out += static_cast<char>(0xC0 | (cp >> 6));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+            ++i;
+        } else {
+            out += static_cast<char>(b);
+        }
+    }
+    return out;
 }
+std::string lower(const std::string& s) { return change_case(s, false); }
+std::string upper(const std::string& s) { return change_case(s, true); }
 std::string title(const std::string& s) {
     std::string out = s;
     bool start = true;
@@ -99,6 +132,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
                 ++done;
             }
             out += c;
+            if (out.size() > (8u << 20) * 8) throw std::length_error("replace() grows the string past the output limit");
         }
         if (count < 0 || done < count) out += to;
         return out;
@@ -109,6 +143,8 @@ std::string replace_all(const std::string& s, const std::string& from, const std
         const size_t q = s.find(from, p);
         if (q == std::string::npos || (count >= 0 && done >= count)) break;
         out.append(s, p, q - p).append(to);
+        if (out.size() > (8u << 20) * 8)  // far past any output limit; the caller checks the exact one
+            throw std::length_error("replace() grows the string past the output limit");
         p = q + from.size();
         ++done;
     }
@@ -187,6 +223,8 @@ struct Scope {
 
 enum class Flow { Normal, Break, Continue };
 
+constexpr int kMaxValueDepth = 128;
+
 class Renderer {
 public:
     Renderer(const Limits& limits, Scope& root) : limits_(limits), root_(root) {}
@@ -199,9 +237,28 @@ public:
         return Flow::Normal;
     }
 
-    Value eval(const Expr& e, Scope& scope);
+    // Errors from values and helpers (too long, wrong type) become errors
+    // at the expression's position.
+    Value eval(const Expr& e, Scope& scope) {
+        try {
+            return eval_node(e, scope);
+        } catch (const std::length_error& x) {
+            fail(e.pos, x.what());
+        } catch (const std::invalid_argument& x) {
+            fail(e.pos, x.what());
+        } catch (const std::out_of_range& x) {
+            fail(e.pos, x.what());
+        }
+    }
 
 private:
+    Value eval_node(const Expr& e, Scope& scope);
+    std::string text(const Value& v) const { return v.str(limits_.max_output_bytes); }
+    Value checked(Value v, size_t pos) const {
+        if (v.depth() > kMaxValueDepth)
+            fail(pos, "a value is nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+        return v;
+    }
     void emit(std::string& out, const std::string& text, size_t pos) {
         if (out.size() + text.size() > limits_.max_output_bytes)
             fail(pos, "the output exceeds " + std::to_string(limits_.max_output_bytes) + " bytes");
@@ -230,6 +287,7 @@ private:
     const Limits& limits_;
     Scope& root_;
     int64_t iterations_ = 0;
+    int64_t compare_work_ = 0;
     int depth_ = 0;
 };
 
@@ -242,7 +300,13 @@ Flow Renderer::exec(const Node& n, Scope& scope, std::string& out) {
             return Flow::Normal;
         case Node::T::Output: {
             const Value v = eval(*n.expr, scope);
-            emit(out, v.str(), n.pos);
+            std::string t;
+            try {
+                t = text(v);
+            } catch (const std::length_error& x) {
+                fail(n.pos, x.what());
+            }
+            emit(out, t, n.pos);
             return Flow::Normal;
         }
         case Node::T::If:
@@ -259,7 +323,10 @@ Flow Renderer::exec(const Node& n, Scope& scope, std::string& out) {
                 Value* ns = scope.find(n.targets[0]);
                 if (ns == nullptr || !ns->is_namespace())
                     fail(n.pos, "'" + n.targets[0] + "' is not a namespace(); only a namespace's attributes can be set");
+                // A namespace inside a namespace could make a cycle.
+                if (v.holds_namespace()) fail(n.pos, "a namespace() attribute may not hold a namespace");
                 ns->set(n.attr, std::move(v));
+                checked(*ns, n.pos);
             } else {
                 assign(n.targets, v, scope, n.pos);
             }
@@ -288,7 +355,7 @@ Flow Renderer::exec(const Node& n, Scope& scope, std::string& out) {
                 for (const ExprP& x : n.expr->args) a.positional.push_back(eval(*x, scope));
                 for (const auto& [k, x] : n.expr->kwargs) a.keyword.emplace_back(k, eval(*x, scope));
             }
-            emit(out, filter(n.targets[0], Value(std::move(text)), a, scope, n.pos).str(), n.pos);
+            emit(out, filter(n.targets[0], Value(std::move(text)), a, scope, n.pos).str(limits_.max_output_bytes), n.pos);
             return Flow::Normal;
         }
     }
@@ -502,6 +569,7 @@ Value Renderer::item(const Value& obj, const Value& key, size_t pos) {
 }
 
 int Renderer::compare(const Value& a, const Value& b, size_t pos) {
+    if (++compare_work_ > 10'000'000) fail(pos, "ordering the values takes too long");
     const auto num = [](const Value& v) {
         return v.kind() == Value::Kind::Int || v.kind() == Value::Kind::Float || v.kind() == Value::Kind::Bool;
     };
@@ -533,7 +601,12 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b, si
     const auto bad = [&]() -> Value {
         fail(pos, "unsupported operand types for " + op + ": " + kind_name(a) + " and " + kind_name(b));
     };
-    if (op == "~") return Value(a.str() + b.str());
+    if (op == "~") {
+        std::string s = text(a);
+        s += text(b);
+        if (s.size() > limits_.max_output_bytes) fail(pos, "a string grows past " + std::to_string(limits_.max_output_bytes) + " bytes");
+        return Value(std::move(s));
+    }
     if (op == "==") return Value(a == b);
     if (op == "!=") return Value(!(a == b));
     if (op == "<") return Value(compare(a, b, pos) < 0);
@@ -561,6 +634,8 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b, si
             return Value(a.as_string() + b.as_string());
         }
         if (a.is_array() && b.is_array()) {
+            if (static_cast<int64_t>(a.array().size() + b.array().size()) > limits_.max_loop_iterations)
+                fail(pos, "a list grows past " + std::to_string(limits_.max_loop_iterations) + " items");
             Array out = a.array();
             out.insert(out.end(), b.array().begin(), b.array().end());
             return Value(std::move(out));
@@ -637,7 +712,7 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b, si
     return bad();
 }
 
-Value Renderer::eval(const Expr& e, Scope& scope) {
+Value Renderer::eval_node(const Expr& e, Scope& scope) {
     switch (e.type) {
         case Expr::T::Literal:
             return e.literal;
@@ -649,7 +724,7 @@ Value Renderer::eval(const Expr& e, Scope& scope) {
         case Expr::T::Tuple: {
             Array out;
             for (const ExprP& x : e.args) out.push_back(eval(*x, scope));
-            return Value(std::move(out));
+            return checked(Value(std::move(out)), e.pos);
         }
         case Expr::T::Dict: {
             Value out{Object{}};
@@ -658,7 +733,7 @@ Value Renderer::eval(const Expr& e, Scope& scope) {
                 if (!k.is_string()) fail(e.args[i]->pos, "dict keys must be strings here");
                 out.set(k.as_string(), eval(*e.args[i + 1], scope));
             }
-            return out;
+            return checked(std::move(out), e.pos);
         }
         case Expr::T::Attr:
             return attribute(eval(*e.args[0], scope), e.name, e.pos);
@@ -894,7 +969,7 @@ bool Renderer::test(const std::string& name, const Value& v, const std::vector<V
     if (name == "undefined") return v.is_undefined();
     if (name == "none") return v.is_none();
     if (name == "string") return v.is_string();
-    if (name == "number") return v.kind() == K::Int || v.kind() == K::Float;
+    if (name == "number") return v.kind() == K::Int || v.kind() == K::Float || v.kind() == K::Bool;
     if (name == "integer") return v.kind() == K::Int;
     if (name == "float") return v.kind() == K::Float;
     if (name == "boolean") return v.kind() == K::Bool;
@@ -929,7 +1004,7 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
     using K = Value::Kind;
     const auto need_string = [&]() -> std::string {
         if (v.is_string()) return v.as_string();
-        return v.str();
+        return text(v);
     };
     if (name == "trim" || name == "strip") {
         const Value c = kwarg(a, 0, "chars");
@@ -941,7 +1016,7 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         const Value ind = kwarg(a, 1, "indent");
         if (v.is_undefined()) fail(pos, "tojson of an undefined value");
         const std::string out = v.to_json(ind.kind() == K::Int ? static_cast<int>(std::clamp<int64_t>(ind.as_int(), 0, 64)) : -1,
-                                          ea.truthy());
+                                          ea.truthy(), limits_.max_output_bytes);
         if (out.size() > limits_.max_output_bytes) fail(pos, "tojson output exceeds the output limit");
         return Value(out);
     }
@@ -950,11 +1025,11 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         if (n < 0) fail(pos, std::string("a ") + kind_name(v) + " has no length");
         return Value(n);
     }
-    if (name == "string") return Value(v.str());
+    if (name == "string") return Value(text(v));
     if (name == "safe" || name == "e" || name == "escape" || name == "forceescape") {
         if (name == "safe") return v;
         std::string out;
-        for (char c : v.str()) {
+        for (char c : text(v)) {
             switch (c) {
                 case '&': out += "&amp;"; break;
                 case '<': out += "&lt;"; break;
@@ -1014,8 +1089,8 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         std::string out;
         const std::vector<Value> items = iterate(v, pos);
         for (size_t i = 0; i < items.size(); ++i) {
-            if (i) out += sep.str();
-            out += attr.is_string() ? attribute(items[i], attr.as_string(), pos).str() : items[i].str();
+            if (i) out += text(sep);
+            out += attr.is_string() ? text(attribute(items[i], attr.as_string(), pos)) : text(items[i]);
             if (out.size() > limits_.max_output_bytes) fail(pos, "join grows past the output limit");
         }
         return Value(std::move(out));
@@ -1129,10 +1204,13 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         fail(pos, std::string("abs of a ") + kind_name(v));
     }
     if (name == "round") {
+        // Python's round(): the correctly rounded decimal, ties to even.
         const Value prec = kwarg(a, 0, "precision", Value(int64_t{0}));
-        const double scale = std::pow(10.0, static_cast<double>(std::clamp<int64_t>(prec.kind() == K::Int ? prec.as_int() : 0, -15, 15)));
         if (!v.is_number()) fail(pos, "round needs a number");
-        return Value(std::round(v.as_double() * scale) / scale);
+        const int digits = static_cast<int>(std::clamp<int64_t>(prec.kind() == K::Int ? prec.as_int() : 0, 0, 17));
+        char buf[512];
+        std::snprintf(buf, sizeof buf, "%.*f", digits, v.as_double());
+        return Value(std::strtod(buf, nullptr));
     }
     if (name == "sum" || name == "min" || name == "max") {
         const std::vector<Value> items = iterate(v, pos);

@@ -1,9 +1,11 @@
 // Jinja values with Python's semantics: truth, equality, str(), repr() and
 // json.dumps() as the reference (Jinja2 on CPython) prints them, since a
 // chat template's output is compared byte for byte with it.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include "dwell/core/text/jinja.hpp"
 
@@ -18,8 +20,18 @@ Value::Value(bool b) : kind_(Kind::Bool), b_(b) {}
 Value::Value(int64_t v) : kind_(Kind::Int), i_(v) {}
 Value::Value(double v) : kind_(Kind::Float), f_(v) {}
 Value::Value(std::string s) : kind_(Kind::String), s_(std::make_shared<std::string>(std::move(s))) {}
-Value::Value(Array a) : kind_(Kind::Array), a_(std::make_shared<Array>(std::move(a))) {}
-Value::Value(Object o) : kind_(Kind::Object), o_(std::make_shared<Object>(std::move(o))) {}
+Value::Value(Array a) : kind_(Kind::Array), depth_(1), a_(std::make_shared<Array>(std::move(a))) {
+    for (const Value& v : *a_) {
+        depth_ = std::max(depth_, v.depth_ + 1);
+        holds_namespace_ = holds_namespace_ || v.holds_namespace_;
+    }
+}
+Value::Value(Object o) : kind_(Kind::Object), depth_(1), o_(std::make_shared<Object>(std::move(o))) {
+    for (const auto& kv : *o_) {
+        depth_ = std::max(depth_, kv.second.depth_ + 1);
+        holds_namespace_ = holds_namespace_ || kv.second.holds_namespace_;
+    }
+}
 Value Value::function(Function f) {
     Value v;
     v.kind_ = Kind::Function;
@@ -29,6 +41,7 @@ Value Value::function(Function f) {
 Value Value::namespace_object(Object o) {
     Value v(std::move(o));
     v.namespace_ = true;
+    v.holds_namespace_ = true;
     return v;
 }
 
@@ -63,6 +76,8 @@ const Value* Value::find(std::string_view key) const {
 }
 
 void Value::set(const std::string& key, Value v) {
+    depth_ = std::max(depth_, v.depth_ + 1);
+    holds_namespace_ = holds_namespace_ || v.holds_namespace_;
     for (auto& [k, old] : *o_) {
         if (k == key) {
             old = std::move(v);
@@ -222,7 +237,13 @@ void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
     out += '"';
 }
 
-void json_dump(const Value& v, int indent, bool ascii, int level, std::string& out) {
+void check_budget(const std::string& out, size_t max_bytes) {
+    if (out.size() > max_bytes)
+        throw std::length_error("the text of a value exceeds " + std::to_string(max_bytes) + " bytes");
+}
+
+void json_dump(const Value& v, int indent, bool ascii, int level, std::string& out, size_t max_bytes) {
+    check_budget(out, max_bytes);
     const auto newline = [&](int lv) {
         out += '\n';
         out.append(static_cast<size_t>(indent) * static_cast<size_t>(lv), ' ');
@@ -260,13 +281,14 @@ void json_dump(const Value& v, int indent, bool ascii, int level, std::string& o
             for (size_t i = 0; i < a.size(); ++i) {
                 if (i) out += indent >= 0 ? "," : ", ";
                 if (indent >= 0) newline(level + 1);
-                json_dump(a[i], indent, ascii, level + 1, out);
+                json_dump(a[i], indent, ascii, level + 1, out, max_bytes);
             }
             if (indent >= 0) newline(level);
             out += ']';
             return;
         }
         case Value::Kind::Object: {
+            if (v.is_namespace()) throw std::invalid_argument("a namespace() is not JSON serializable");
             const Object& o = v.object();
             if (o.empty()) {
                 out += "{}";
@@ -278,7 +300,7 @@ void json_dump(const Value& v, int indent, bool ascii, int level, std::string& o
                 if (indent >= 0) newline(level + 1);
                 json_string(o[i].first, ascii, out);
                 out += ": ";
-                json_dump(o[i].second, indent, ascii, level + 1, out);
+                json_dump(o[i].second, indent, ascii, level + 1, out, max_bytes);
             }
             if (indent >= 0) newline(level);
             out += '}';
@@ -289,61 +311,81 @@ void json_dump(const Value& v, int indent, bool ascii, int level, std::string& o
 
 }  // namespace
 
-std::string Value::str() const {
-    switch (kind_) {
-        case Kind::Undefined:
-            return {};
-        case Kind::String:
-            return *s_;
-        default:
-            return repr();
+namespace {
+
+void repr_into(const Value& v, std::string& out, size_t max_bytes) {
+    check_budget(out, max_bytes);
+    switch (v.kind()) {
+        case Value::Kind::Undefined: out += "Undefined"; return;
+        case Value::Kind::None: out += "None"; return;
+        case Value::Kind::Bool: out += v.as_bool() ? "True" : "False"; return;
+        case Value::Kind::Int: out += std::to_string(v.as_int()); return;
+        case Value::Kind::Float: out += float_repr(v.as_double()); return;
+        case Value::Kind::String: out += string_repr(v.as_string()); return;
+        case Value::Kind::Function: out += "<function>"; return;
+        case Value::Kind::Array:
+            out += '[';
+            for (size_t i = 0; i < v.array().size(); ++i) {
+                if (i) out += ", ";
+                repr_into(v.array()[i], out, max_bytes);
+            }
+            out += ']';
+            return;
+        case Value::Kind::Object:
+            if (v.is_namespace()) {
+                out += "<Namespace>";
+                return;
+            }
+            out += '{';
+            for (size_t i = 0; i < v.object().size(); ++i) {
+                if (i) out += ", ";
+                out += string_repr(v.object()[i].first);
+                out += ": ";
+                repr_into(v.object()[i].second, out, max_bytes);
+            }
+            out += '}';
+            return;
     }
 }
 
-std::string Value::repr() const {
-    switch (kind_) {
-        case Kind::Undefined:
-            return "Undefined";
-        case Kind::None:
-            return "None";
-        case Kind::Bool:
-            return b_ ? "True" : "False";
-        case Kind::Int:
-            return std::to_string(i_);
-        case Kind::Float:
-            return float_repr(f_);
-        case Kind::String:
-            return string_repr(*s_);
-        case Kind::Array: {
-            std::string out = "[";
-            for (size_t i = 0; i < a_->size(); ++i) {
-                if (i) out += ", ";
-                out += (*a_)[i].repr();
-            }
-            return out + "]";
-        }
-        case Kind::Object: {
-            if (namespace_) return "<Namespace>";
-            std::string out = "{";
-            for (size_t i = 0; i < o_->size(); ++i) {
-                if (i) out += ", ";
-                out += string_repr((*o_)[i].first) + ": " + (*o_)[i].second.repr();
-            }
-            return out + "}";
-        }
-        case Kind::Function:
-            return "<function>";
+}  // namespace
+
+std::string Value::str(size_t max_bytes) const {
+    if (kind_ == Kind::Undefined) return {};
+    if (kind_ == Kind::String) {
+        std::string out = *s_;
+        check_budget(out, max_bytes);
+        return out;
     }
-    return {};
+    return repr(max_bytes);
 }
 
-std::string Value::to_json(int indent, bool ensure_ascii) const {
+std::string Value::repr(size_t max_bytes) const {
     std::string out;
-    json_dump(*this, indent, ensure_ascii, 0, out);
+    repr_into(*this, out, max_bytes);
+    check_budget(out, max_bytes);
     return out;
 }
 
+std::string Value::to_json(int indent, bool ensure_ascii, size_t max_bytes) const {
+    std::string out;
+    json_dump(*this, indent, ensure_ascii, 0, out, max_bytes);
+    check_budget(out, max_bytes);
+    return out;
+}
+
+namespace {
+bool equal(const Value& a, const Value& b, int64_t& budget);
+}
+
 bool operator==(const Value& a, const Value& b) {
+    int64_t budget = 10'000'000;
+    return equal(a, b, budget);
+}
+
+namespace {
+bool equal(const Value& a, const Value& b, int64_t& budget) {
+    if (--budget < 0) throw std::length_error("comparing the values takes too long");
     using K = Value::Kind;
     const auto numeric = [](const Value& v) {
         return v.kind() == K::Int || v.kind() == K::Float || v.kind() == K::Bool;
@@ -365,21 +407,31 @@ bool operator==(const Value& a, const Value& b) {
             return true;
         case K::String:
             return a.as_string() == b.as_string();
-        case K::Array:
-            return a.array() == b.array();
+        case K::Array: {
+            if (&a.array() == &b.array()) return true;
+            if (a.array().size() != b.array().size()) return false;
+            for (size_t i = 0; i < a.array().size(); ++i)
+                if (!equal(a.array()[i], b.array()[i], budget)) return false;
+            return true;
+        }
         case K::Object: {
+            // Namespaces compare by identity, as in Python.
+            if (a.is_namespace() || b.is_namespace() || &a.object() == &b.object())
+                return &a.object() == &b.object();
             if (a.object().size() != b.object().size()) return false;
             for (const auto& [k, v] : a.object()) {
                 const Value* o = b.find(k);
-                if (o == nullptr || !(*o == v)) return false;
+                if (o == nullptr || !equal(*o, v, budget)) return false;
             }
             return true;
         }
         case K::Function:
-            return a.fn_ == b.fn_;
+            return &a.as_function() == &b.as_function();
         default:
             return false;
     }
 }
+
+}  // namespace
 
 }  // namespace dwell::jinja

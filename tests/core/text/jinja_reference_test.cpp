@@ -72,7 +72,11 @@ TEST(JinjaReference, PublishedTemplatesRenderAsJinja2Does) {
             const fs::path err = expected / (name + "." + c + ".error");
             ASSERT_TRUE(fs::exists(txt) || fs::exists(err)) << "no expected rendering " << txt;
             if (fs::exists(txt)) {
-                EXPECT_EQ(t.render(to_value(vars)), read(txt));
+                const std::string got = t.render(to_value(vars));
+                EXPECT_EQ(got, read(txt));
+                // DWELL_CHAT_TEMPLATE_ACTUAL=DIR keeps dwell's renderings to diff.
+                if (const char* keep = std::getenv("DWELL_CHAT_TEMPLATE_ACTUAL"); keep && *keep)
+                    std::ofstream(fs::path(keep) / txt.filename(), std::ios::binary) << got;
             } else {
                 try {
                     (void)t.render(to_value(vars));

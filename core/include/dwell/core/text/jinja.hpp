@@ -22,6 +22,7 @@
 // reference semantics) and are not synchronised: one context per render().
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -87,19 +88,33 @@ public:
     // Sets an object's member, keeping its place when it exists.
     void set(const std::string& key, Value v);
 
-    // Python's str() and repr() of the value.
-    std::string str() const;
-    std::string repr() const;
-    // json.dumps(value, ensure_ascii=..., indent=...) (indent < 0: none).
-    std::string to_json(int indent = -1, bool ensure_ascii = false) const;
+    // Python's str() and repr() of the value. Past max_bytes of text they
+    // throw std::length_error (shared lists can print far larger than they
+    // are in memory).
+    std::string str(size_t max_bytes = SIZE_MAX) const;
+    std::string repr(size_t max_bytes = SIZE_MAX) const;
+    // json.dumps(value, ensure_ascii=..., indent=...) (indent < 0: none);
+    // throws std::length_error past max_bytes, std::invalid_argument for a
+    // namespace (not serialisable, as in Python).
+    std::string to_json(int indent = -1, bool ensure_ascii = false, size_t max_bytes = SIZE_MAX) const;
 
-    // Python's ==.
+    // Nesting depth of lists and dicts (0 for a scalar); the engine refuses
+    // to build values deeper than it can print and compare recursively.
+    int depth() const { return depth_; }
+    // Whether a namespace is in it (or it is one): a namespace may not hold
+    // one, which keeps values acyclic.
+    bool holds_namespace() const { return holds_namespace_; }
+
+    // Python's ==. Lists shared many times over compare in work bounded by
+    // a budget; past it, std::length_error.
     friend bool operator==(const Value& a, const Value& b);
 
 private:
     Kind kind_ = Kind::Undefined;
     bool b_ = false;
     bool namespace_ = false;
+    bool holds_namespace_ = false;
+    int depth_ = 0;
     int64_t i_ = 0;
     double f_ = 0;
     std::shared_ptr<std::string> s_;
