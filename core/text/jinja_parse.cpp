@@ -776,11 +776,12 @@ private:
                 ++k_;
                 auto a = make(Expr::T::Attr, at);
                 if (cur().kind == TK::Int) {
-                    a->literal = Value(cur().i);  // x.0: Jinja reads it as x[0]
+                    const Value index(cur().i);  // x.0: Jinja reads it as x[0]
                     a->type = Expr::T::Item;
                     ++k_;
                     a = add(std::move(a), std::move(e));
-                    a = add(std::move(a), literal(a->literal, at));
+                    ExprP key = literal(index, at);
+                    a = add(std::move(a), std::move(key));
                 } else {
                     a->name = name();
                     a = add(std::move(a), std::move(e));

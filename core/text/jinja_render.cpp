@@ -462,7 +462,8 @@ Value Renderer::make_macro(const Node& n) {
             if (!have && def) v = eval(*def, s);
             s.set(pname, v);
         }
-        for (const auto& [k, kv] : a.keyword) {
+        for (const auto& kw : a.keyword) {
+            const std::string& k = kw.first;
             const bool known = std::any_of(node->params.begin(), node->params.end(),
                                            [&](const auto& p) { return p.first == k; });
             if (!known) fail(node->pos, "macro '" + node->targets[0] + "' has no argument '" + k + "'");

@@ -106,6 +106,7 @@ TEST(Jinja, ScopesFollowJinja) {
     EXPECT_EQ(render("{% set a, b = [1, 2] %}{{ b }}{{ a }}"), "21");
     EXPECT_EQ(render("{% macro m(a, b='B') %}{{ a }}{{ b }}{% endmacro %}{{ m('A') }}{{ m(b='c', a='d') }}"), "ABdc");
     EXPECT_EQ(render("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
+    EXPECT_EQ(render("{% set l = ['a', 'b'] %}{{ l.1 }}{{ l.5 }}"), "b");  // x.N is x[N] (a fuzzer finding)
 }
 
 TEST(Jinja, WhitespaceControlMatchesJinja2Settings) {
