@@ -13,16 +13,19 @@ ChatPrompt::ChatPrompt(const Tokenizer& tokenizer, ChatTemplate chat_template)
     control_texts_ = template_.control_texts();
     if (template_.runs_jinja()) {
         const auto text_of = [&](int32_t id) {
-            return id >= 0 && id < tokenizer_.n_vocab() ? std::string(tokenizer_.piece(id)) : std::string();
+            return id >= 0 && id < tokenizer_.n_vocab() ? std::string(tokenizer_.piece(id))
+                                                        : std::string();
         };
-        template_.bind_vocabulary(text_of(tokenizer_.bos()), text_of(tokenizer_.eos()), tokenizer_.wants_bos());
+        template_.bind_vocabulary(text_of(tokenizer_.bos()), text_of(tokenizer_.eos()),
+                                  tokenizer_.wants_bos());
         // The model's template may emit any of the vocabulary's control
         // tokens, and encode_text() reads each one's text as that token: a
         // message holding one would forge it.
         for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id) {
             const std::string piece = text_of(id);
             if (tokenizer_.is_control(id) && piece.size() >= 2 &&
-                std::find(control_texts_.begin(), control_texts_.end(), piece) == control_texts_.end())
+                std::find(control_texts_.begin(), control_texts_.end(), piece) ==
+                    control_texts_.end())
                 control_texts_.push_back(piece);
         }
         if (tokenizer_.eos() >= 0) stop_tokens_.push_back(tokenizer_.eos());
@@ -41,7 +44,8 @@ ChatPrompt::ChatPrompt(const Tokenizer& tokenizer, ChatTemplate chat_template)
               [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
     for (const std::string& s : template_.stop_strings()) {
         const int32_t id = wanted.at(s);
-        if (id >= 0 && std::find(stop_tokens_.begin(), stop_tokens_.end(), id) == stop_tokens_.end())
+        if (id >= 0 &&
+            std::find(stop_tokens_.begin(), stop_tokens_.end(), id) == stop_tokens_.end())
             stop_tokens_.push_back(id);
     }
 }

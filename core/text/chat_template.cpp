@@ -3,16 +3,15 @@
 // renderings), and the markers that tell the families' Jinja templates apart.
 #include "dwell/core/text/chat_template.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <iterator>
+#include <mutex>
 #include <string>
 #include <utility>
-
-#include <mutex>
-
-#include <spdlog/spdlog.h>
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/printable_name.hpp"
@@ -389,13 +388,15 @@ ChatTemplate ChatTemplate::choose(std::string_view override_name, std::string_vi
         return from_jinja(jinja_text);
     } catch (const Error& e) {
         ChatTemplate fallback = detect(jinja_text);
-        spdlog::warn("the model's chat template does not run here ({}): formatting chats as the '{}' family",
-                     e.what(), fallback.name());
+        spdlog::warn(
+            "the model's chat template does not run here ({}): formatting chats as the '{}' family",
+            e.what(), fallback.name());
         return fallback;
     }
 }
 
-void ChatTemplate::bind_vocabulary(std::string bos_text, std::string eos_text, bool strip_leading_bos) {
+void ChatTemplate::bind_vocabulary(std::string bos_text, std::string eos_text,
+                                   bool strip_leading_bos) {
     bos_text_ = std::move(bos_text);
     eos_text_ = std::move(eos_text);
     strip_leading_bos_ = strip_leading_bos;
@@ -406,16 +407,19 @@ std::string ChatTemplate::render_jinja(const std::vector<ChatMessage>& messages,
     jinja::Array list;
     for (const ChatMessage& m : messages) {
         role_of(m);  // validates
-        list.emplace_back(jinja::Object{{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}});
+        list.emplace_back(
+            jinja::Object{{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}});
     }
-    const jinja::Value context(jinja::Object{{"messages", jinja::Value(std::move(list))},
-                                             {"add_generation_prompt", jinja::Value(add_generation_prompt)},
-                                             {"bos_token", jinja::Value(bos_text_)},
-                                             {"eos_token", jinja::Value(eos_text_)}});
+    const jinja::Value context(
+        jinja::Object{{"messages", jinja::Value(std::move(list))},
+                      {"add_generation_prompt", jinja::Value(add_generation_prompt)},
+                      {"bos_token", jinja::Value(bos_text_)},
+                      {"eos_token", jinja::Value(eos_text_)}});
     std::string text = jinja_->render(context);
     // The caller puts the BOS id first (see the file comment of the header);
     // the template's own "{{ bos_token }}" would be a second one.
-    if (strip_leading_bos_ && !bos_text_.empty() && text.compare(0, bos_text_.size(), bos_text_) == 0)
+    if (strip_leading_bos_ && !bos_text_.empty() &&
+        text.compare(0, bos_text_.size(), bos_text_) == 0)
         text.erase(0, bos_text_.size());
     return text;
 }
@@ -430,8 +434,10 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
             std::string_view(e.what()).find("chat message role") == 0)
             throw;
         std::call_once(warned_->once, [&] {
-            spdlog::warn("the model's chat template refused a conversation ({}): formatting it as the '{}' family",
-                         e.what(), kNames[static_cast<size_t>(family_)].canonical);
+            spdlog::warn(
+                "the model's chat template refused a conversation ({}): formatting it as the '{}' "
+                "family",
+                e.what(), kNames[static_cast<size_t>(family_)].canonical);
         });
         return render_family(messages, add_generation_prompt);
     }

@@ -25,7 +25,20 @@ std::string position_text(const std::string& source, size_t pos) {
 
 namespace {
 
-enum class TK { Text, VarBegin, VarEnd, BlockBegin, BlockEnd, Comment, Name, Int, Float, Str, Op, Eof };
+enum class TK {
+    Text,
+    VarBegin,
+    VarEnd,
+    BlockBegin,
+    BlockEnd,
+    Comment,
+    Name,
+    Int,
+    Float,
+    Str,
+    Op,
+    Eof
+};
 
 struct Tok {
     TK kind;
@@ -38,9 +51,13 @@ struct Tok {
     double f = 0;
 };
 
-[[noreturn]] void fail(size_t pos, const std::string& what) { throw SyntaxError{pos, what}; }
+[[noreturn]] void fail(size_t pos, const std::string& what) {
+    throw SyntaxError{pos, what};
+}
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 class Lexer {
 public:
@@ -78,7 +95,8 @@ public:
 private:
     size_t find_open(size_t from) const {
         for (size_t i = from; i + 1 < s_.size(); ++i)
-            if (s_[i] == '{' && (s_[i + 1] == '{' || s_[i + 1] == '%' || s_[i + 1] == '#')) return i;
+            if (s_[i] == '{' && (s_[i + 1] == '{' || s_[i + 1] == '%' || s_[i + 1] == '#'))
+                return i;
         return s_.size();
     }
     void push_text(size_t a, size_t b) { toks_.push_back(Tok{TK::Text, s_.substr(a, b - a), a}); }
@@ -115,7 +133,8 @@ private:
         const size_t tag_start = toks_.back().pos;
         for (;;) {
             while (p_ < s_.size() && is_space(s_[p_])) ++p_;
-            if (p_ >= s_.size()) fail(tag_start, std::string("the tag is never closed with '") + closer + "}'");
+            if (p_ >= s_.size())
+                fail(tag_start, std::string("the tag is never closed with '") + closer + "}'");
             const char c = s_[p_];
             if (depth == 0) {
                 char right = 0;
@@ -145,10 +164,9 @@ private:
             } else if (c == '\'' || c == '"') {
                 string(at, c);
             } else {
-                static const char* const kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-",
-                                                   "*",  "/",  "%",  "~",  "<",  ">",  "=", "(",
-                                                   ")",  "[",  "]",  "{",  "}",  ",",  ".", ":",
-                                                   "|",  ";"};
+                static const char* const kOps[] = {
+                    "//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
+                    ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ",", ".", ":", "|", ";"};
                 const char* hit = nullptr;
                 for (const char* op : kOps) {
                     const std::string_view v(op);
@@ -170,9 +188,12 @@ private:
     }
 
     void number(size_t at) {
-        while (p_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[p_])) || s_[p_] == '_')) ++p_;
+        while (p_ < s_.size() &&
+               (std::isdigit(static_cast<unsigned char>(s_[p_])) || s_[p_] == '_'))
+            ++p_;
         bool is_float = false;
-        if (p_ + 1 < s_.size() && s_[p_] == '.' && std::isdigit(static_cast<unsigned char>(s_[p_ + 1]))) {
+        if (p_ + 1 < s_.size() && s_[p_] == '.' &&
+            std::isdigit(static_cast<unsigned char>(s_[p_ + 1]))) {
             is_float = true;
             ++p_;
             while (p_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[p_]))) ++p_;
@@ -233,24 +254,48 @@ private:
             if (p_ >= s_.size()) fail(at, "the string is never closed");
             const char e = s_[p_++];
             switch (e) {
-                case 'n': out += '\n'; break;
-                case 't': out += '\t'; break;
-                case 'r': out += '\r'; break;
-                case '0': out += '\0'; break;
-                case 'a': out += '\a'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'v': out += '\v'; break;
-                case '\\': out += '\\'; break;
-                case '\'': out += '\''; break;
-                case '"': out += '"'; break;
-                case '\n': break;
+                case 'n':
+                    out += '\n';
+                    break;
+                case 't':
+                    out += '\t';
+                    break;
+                case 'r':
+                    out += '\r';
+                    break;
+                case '0':
+                    out += '\0';
+                    break;
+                case 'a':
+                    out += '\a';
+                    break;
+                case 'b':
+                    out += '\b';
+                    break;
+                case 'f':
+                    out += '\f';
+                    break;
+                case 'v':
+                    out += '\v';
+                    break;
+                case '\\':
+                    out += '\\';
+                    break;
+                case '\'':
+                    out += '\'';
+                    break;
+                case '"':
+                    out += '"';
+                    break;
+                case '\n':
+                    break;
                 case 'x':
                 case 'u':
                 case 'U': {
                     const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
                     uint32_t cp = 0;
-                    if (p_ + n > s_.size()) fail(at, "a \\" + std::string(1, e) + " escape is cut short");
+                    if (p_ + n > s_.size())
+                        fail(at, "a \\" + std::string(1, e) + " escape is cut short");
                     const auto r = std::from_chars(s_.data() + p_, s_.data() + p_ + n, cp, 16);
                     if (r.ptr != s_.data() + p_ + n || cp > 0x10FFFF)
                         fail(p_, "a \\" + std::string(1, e) + " escape is not hexadecimal");
@@ -274,7 +319,9 @@ private:
             const Tok* prev = k > 0 ? &toks_[k - 1] : nullptr;
             const Tok* next = k + 1 < toks_.size() ? &toks_[k + 1] : nullptr;
             const bool line_starting = prev == nullptr || prev->ate_newline;
-            if (prev && (prev->kind == TK::VarEnd || prev->kind == TK::BlockEnd || prev->kind == TK::Comment) &&
+            if (prev &&
+                (prev->kind == TK::VarEnd || prev->kind == TK::BlockEnd ||
+                 prev->kind == TK::Comment) &&
                 prev->right == '-') {
                 size_t a = 0;
                 while (a < t.s.size() && is_space(t.s[a])) ++a;
@@ -330,12 +377,18 @@ private:
     }
     std::string got() const {
         switch (cur().kind) {
-            case TK::Name: return ", found '" + cur().s + "'";
-            case TK::Op: return ", found '" + cur().s + "'";
-            case TK::VarEnd: return ", found the end of the '{{ }}'";
-            case TK::BlockEnd: return ", found the end of the tag";
-            case TK::Eof: return ", found the end of the template";
-            default: return {};
+            case TK::Name:
+                return ", found '" + cur().s + "'";
+            case TK::Op:
+                return ", found '" + cur().s + "'";
+            case TK::VarEnd:
+                return ", found the end of the '{{ }}'";
+            case TK::BlockEnd:
+                return ", found the end of the tag";
+            case TK::Eof:
+                return ", found the end of the template";
+            default:
+                return {};
         }
     }
     std::string name() {
@@ -343,7 +396,8 @@ private:
         return t_[k_++].s;
     }
     void block_end() {
-        if (cur().kind != TK::BlockEnd) fail(cur().pos, "expected the end of the tag ('%}')" + got());
+        if (cur().kind != TK::BlockEnd)
+            fail(cur().pos, "expected the end of the tag ('%}')" + got());
         ++k_;
     }
 
@@ -351,12 +405,14 @@ private:
     // `stop`, its tokens after the name unread).
     std::vector<NodeP> body(const std::vector<std::string>& stops, std::string& stop) {
         if (++block_depth_ > kMaxBlockDepth)
-            fail(cur().pos, "blocks are nested deeper than " + std::to_string(kMaxBlockDepth) + " levels");
+            fail(cur().pos,
+                 "blocks are nested deeper than " + std::to_string(kMaxBlockDepth) + " levels");
         std::vector<NodeP> out;
         for (;;) {
             const Tok& t = cur();
             if (t.kind == TK::Eof) {
-                if (!stops.empty()) fail(t.pos, "the template ends before '{% " + stops.back() + " %}'");
+                if (!stops.empty())
+                    fail(t.pos, "the template ends before '{% " + stops.back() + " %}'");
                 break;
             }
             if (t.kind == TK::Text) {
@@ -517,7 +573,8 @@ private:
         if (child) {
             e->depth = std::max(e->depth, child->depth + 1);
             if (e->depth > kMaxExprDepth)
-                fail(e->pos, "the expression is nested deeper than " + std::to_string(kMaxExprDepth) + " levels");
+                fail(e->pos, "the expression is nested deeper than " +
+                                 std::to_string(kMaxExprDepth) + " levels");
         }
         e->args.push_back(std::move(child));
         return e;
@@ -593,9 +650,8 @@ private:
         for (;;) {
             const size_t at = cur().pos;
             std::string op;
-            if (cur().kind == TK::Op &&
-                (cur().s == "==" || cur().s == "!=" || cur().s == "<" || cur().s == ">" ||
-                 cur().s == "<=" || cur().s == ">=")) {
+            if (cur().kind == TK::Op && (cur().s == "==" || cur().s == "!=" || cur().s == "<" ||
+                                         cur().s == ">" || cur().s == "<=" || cur().s == ">=")) {
                 op = cur().s;
                 ++k_;
             } else if (is_name("in")) {
@@ -650,7 +706,8 @@ private:
     }
     void guard(size_t at) {
         if (++nesting_ > kMaxExprDepth)
-            fail(at, "the expression is nested deeper than " + std::to_string(kMaxExprDepth) + " levels");
+            fail(at, "the expression is nested deeper than " + std::to_string(kMaxExprDepth) +
+                         " levels");
     }
     ExprP unary(bool with_filter) {
         ExprP e;
@@ -766,7 +823,8 @@ private:
         ++k_;
         --nesting_;
         if (call.depth > kMaxExprDepth)
-            fail(call.pos, "the expression is nested deeper than " + std::to_string(kMaxExprDepth) + " levels");
+            fail(call.pos, "the expression is nested deeper than " + std::to_string(kMaxExprDepth) +
+                               " levels");
     }
 
     ExprP postfix(ExprP e) {
@@ -808,7 +866,8 @@ private:
                 auto s = make(slice ? Expr::T::Slice : Expr::T::Item, at);
                 s = add(std::move(s), std::move(e));
                 if (!slice && !parts[0]) fail(at, "empty subscript '[]'");
-                for (int q = 0; q < (slice ? 3 : 1); ++q) s = add(std::move(s), std::move(parts[q]));
+                for (int q = 0; q < (slice ? 3 : 1); ++q)
+                    s = add(std::move(s), std::move(parts[q]));
                 e = std::move(s);
             } else if (is_op("(")) {
                 ++k_;
@@ -850,8 +909,9 @@ private:
                 if (is_op("(")) {
                     ++k_;
                     call_args(*t);
-                } else if ((cur().kind == TK::Name || cur().kind == TK::Str || cur().kind == TK::Int ||
-                            cur().kind == TK::Float || is_op("[") || is_op("{")) &&
+                } else if ((cur().kind == TK::Name || cur().kind == TK::Str ||
+                            cur().kind == TK::Int || cur().kind == TK::Float || is_op("[") ||
+                            is_op("{")) &&
                            !is_name("else") && !is_name("or") && !is_name("and") &&
                            !is_name("if") && !is_name("in") && !is_name("not") && !is_name("is")) {
                     guard(at);
@@ -873,6 +933,8 @@ private:
 
 }  // namespace
 
-NodeP parse_template(const std::string& source) { return Parser(Lexer(source).run()).run(); }
+NodeP parse_template(const std::string& source) {
+    return Parser(Lexer(source).run()).run();
+}
 
 }  // namespace dwell::jinja

@@ -15,19 +15,30 @@
 namespace dwell::jinja {
 namespace {
 
-[[noreturn]] void fail(size_t pos, const std::string& what) { throw SyntaxError{pos, what}; }
+[[noreturn]] void fail(size_t pos, const std::string& what) {
+    throw SyntaxError{pos, what};
+}
 
 const char* kind_name(const Value& v) {
     switch (v.kind()) {
-        case Value::Kind::Undefined: return "undefined";
-        case Value::Kind::None: return "none";
-        case Value::Kind::Bool: return "bool";
-        case Value::Kind::Int: return "int";
-        case Value::Kind::Float: return "float";
-        case Value::Kind::String: return "string";
-        case Value::Kind::Array: return "list";
-        case Value::Kind::Object: return "dict";
-        case Value::Kind::Function: return "function";
+        case Value::Kind::Undefined:
+            return "undefined";
+        case Value::Kind::None:
+            return "none";
+        case Value::Kind::Bool:
+            return "bool";
+        case Value::Kind::Int:
+            return "int";
+        case Value::Kind::Float:
+            return "float";
+        case Value::Kind::String:
+            return "string";
+        case Value::Kind::Array:
+            return "list";
+        case Value::Kind::Object:
+            return "dict";
+        case Value::Kind::Function:
+            return "function";
     }
     return "?";
 }
@@ -38,9 +49,12 @@ std::vector<std::string> characters(const std::string& s) {
     for (size_t i = 0; i < s.size();) {
         size_t n = 1;
         const auto b = static_cast<unsigned char>(s[i]);
-        if (b >= 0xF0) n = 4;
-        else if (b >= 0xE0) n = 3;
-        else if (b >= 0xC0) n = 2;
+        if (b >= 0xF0)
+            n = 4;
+        else if (b >= 0xE0)
+            n = 3;
+        else if (b >= 0xC0)
+            n = 2;
         n = std::min(n, s.size() - i);
         out.push_back(s.substr(i, n));
         i += n;
@@ -48,25 +62,32 @@ std::vector<std::string> characters(const std::string& s) {
     return out;
 }
 bool ascii(const std::string& s) {
-    return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+    return std::all_of(s.begin(), s.end(),
+                       [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
 int64_t length_of(const Value& v) {
     switch (v.kind()) {
         case Value::Kind::String:
             return ascii(v.as_string()) ? static_cast<int64_t>(v.as_string().size())
                                         : static_cast<int64_t>(characters(v.as_string()).size());
-        case Value::Kind::Array: return static_cast<int64_t>(v.array().size());
-        case Value::Kind::Object: return static_cast<int64_t>(v.object().size());
-        case Value::Kind::Undefined: return 0;
-        default: return -1;
+        case Value::Kind::Array:
+            return static_cast<int64_t>(v.array().size());
+        case Value::Kind::Object:
+            return static_cast<int64_t>(v.object().size());
+        case Value::Kind::Undefined:
+            return 0;
+        default:
+            return -1;
     }
 }
 
 const std::string kSpace = " \t\n\r\f\v";
 std::string strip(const std::string& s, const std::string& chars, bool left, bool right) {
     size_t a = 0, b = s.size();
-    if (left) while (a < b && chars.find(s[a]) != std::string::npos) ++a;
-    if (right) while (b > a && chars.find(s[b - 1]) != std::string::npos) --b;
+    if (left)
+        while (a < b && chars.find(s[a]) != std::string::npos) ++a;
+    if (right)
+        while (b > a && chars.find(s[b - 1]) != std::string::npos) --b;
     return s.substr(a, b - a);
 }
 // Case mapping of ASCII and of the two-byte UTF-8 letters with a plain
@@ -77,11 +98,12 @@ uint32_t map_case(uint32_t cp, bool to_upper) {
         uint32_t lo, hi;
         int32_t delta;  // upper -> lower
     };
-    static constexpr Range kRanges[] = {{0x41, 0x5A, 32},     {0xC0, 0xD6, 32},   {0xD8, 0xDE, 32},
-                                        {0x391, 0x3A1, 32},   {0x3A3, 0x3AB, 32}, {0x410, 0x42F, 32},
+    static constexpr Range kRanges[] = {{0x41, 0x5A, 32},   {0xC0, 0xD6, 32},   {0xD8, 0xDE, 32},
+                                        {0x391, 0x3A1, 32}, {0x3A3, 0x3AB, 32}, {0x410, 0x42F, 32},
                                         {0x400, 0x40F, 80}};
     for (const Range& r : kRanges) {
-        if (to_upper && cp >= r.lo + static_cast<uint32_t>(r.delta) && cp <= r.hi + static_cast<uint32_t>(r.delta))
+        if (to_upper && cp >= r.lo + static_cast<uint32_t>(r.delta) &&
+            cp <= r.hi + static_cast<uint32_t>(r.delta))
             return cp - static_cast<uint32_t>(r.delta);
         if (!to_upper && cp >= r.lo && cp <= r.hi) return cp + static_cast<uint32_t>(r.delta);
     }
@@ -94,8 +116,10 @@ std::string change_case(const std::string& s, bool to_upper) {
         const auto b = static_cast<unsigned char>(s[i]);
         if (b < 0x80) {
             out += static_cast<char>(map_case(b, to_upper));
-        } else if ((b >> 5) == 6 && i + 1 < s.size() && (static_cast<unsigned char>(s[i + 1]) & 0xC0) == 0x80) {
-            const uint32_t cp = map_case(((b & 0x1Fu) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3Fu), to_upper);
+        } else if ((b >> 5) == 6 && i + 1 < s.size() &&
+                   (static_cast<unsigned char>(s[i + 1]) & 0xC0) == 0x80) {
+            const uint32_t cp = map_case(
+                ((b & 0x1Fu) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3Fu), to_upper);
             out += static_cast<char>(0xC0 | (cp >> 6));
             out += static_cast<char>(0x80 | (cp & 0x3F));
             ++i;
@@ -105,8 +129,12 @@ std::string change_case(const std::string& s, bool to_upper) {
     }
     return out;
 }
-std::string lower(const std::string& s) { return change_case(s, false); }
-std::string upper(const std::string& s) { return change_case(s, true); }
+std::string lower(const std::string& s) {
+    return change_case(s, false);
+}
+std::string upper(const std::string& s) {
+    return change_case(s, true);
+}
 std::string title(const std::string& s) {
     std::string out = s;
     bool start = true;
@@ -121,7 +149,8 @@ std::string title(const std::string& s) {
     }
     return out;
 }
-std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+std::string replace_all(const std::string& s, const std::string& from, const std::string& to,
+                        int64_t count) {
     std::string out;
     if (from.empty()) {  // Python inserts `to` around every character
         const auto chars = characters(s);
@@ -132,7 +161,8 @@ std::string replace_all(const std::string& s, const std::string& from, const std
                 ++done;
             }
             out += c;
-            if (out.size() > (8u << 20) * 8) throw std::length_error("replace() grows the string past the output limit");
+            if (out.size() > (8u << 20) * 8)
+                throw std::length_error("replace() grows the string past the output limit");
         }
         if (count < 0 || done < count) out += to;
         return out;
@@ -143,7 +173,8 @@ std::string replace_all(const std::string& s, const std::string& from, const std
         const size_t q = s.find(from, p);
         if (q == std::string::npos || (count >= 0 && done >= count)) break;
         out.append(s, p, q - p).append(to);
-        if (out.size() > (8u << 20) * 8)  // far past any output limit; the caller checks the exact one
+        if (out.size() >
+            (8u << 20) * 8)  // far past any output limit; the caller checks the exact one
             throw std::length_error("replace() grows the string past the output limit");
         p = q + from.size();
         ++done;
@@ -173,7 +204,9 @@ std::vector<std::string> split(const std::string& s, const Value& sep, int64_t m
     size_t p = 0;
     for (;;) {
         const size_t q = s.find(d, p);
-        if (q == std::string::npos || (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit)) break;
+        if (q == std::string::npos ||
+            (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit))
+            break;
         out.push_back(s.substr(p, q - p));
         p = q + d.size();
     }
@@ -182,7 +215,8 @@ std::vector<std::string> split(const std::string& s, const Value& sep, int64_t m
 }
 
 // Python's slice indices for a sequence of n elements.
-std::vector<int64_t> slice_indices(int64_t n, const Value& start, const Value& stop, const Value& step_v, size_t pos) {
+std::vector<int64_t> slice_indices(int64_t n, const Value& start, const Value& stop,
+                                   const Value& step_v, size_t pos) {
     const auto given = [](const Value& v) { return !v.is_undefined() && !v.is_none(); };
     for (const Value* v : {&start, &stop, &step_v})
         if (given(*v) && v->kind() != Value::Kind::Int) fail(pos, "slice indices must be integers");
@@ -256,7 +290,8 @@ private:
     std::string text(const Value& v) const { return v.str(limits_.max_output_bytes); }
     Value checked(Value v, size_t pos) const {
         if (v.depth() > kMaxValueDepth)
-            fail(pos, "a value is nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+            fail(pos,
+                 "a value is nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
         return v;
     }
     void emit(std::string& out, const std::string& text, size_t pos) {
@@ -266,7 +301,8 @@ private:
     }
     void count_iteration(size_t pos) {
         if (++iterations_ > limits_.max_loop_iterations)
-            fail(pos, "loops ran more than " + std::to_string(limits_.max_loop_iterations) + " iterations");
+            fail(pos, "loops ran more than " + std::to_string(limits_.max_loop_iterations) +
+                          " iterations");
     }
 
     Flow exec(const Node& n, Scope& scope, std::string& out);
@@ -322,9 +358,12 @@ Flow Renderer::exec(const Node& n, Scope& scope, std::string& out) {
             if (!n.attr.empty()) {
                 Value* ns = scope.find(n.targets[0]);
                 if (ns == nullptr || !ns->is_namespace())
-                    fail(n.pos, "'" + n.targets[0] + "' is not a namespace(); only a namespace's attributes can be set");
+                    fail(n.pos,
+                         "'" + n.targets[0] +
+                             "' is not a namespace(); only a namespace's attributes can be set");
                 // A namespace inside a namespace could make a cycle.
-                if (v.holds_namespace()) fail(n.pos, "a namespace() attribute may not hold a namespace");
+                if (v.holds_namespace())
+                    fail(n.pos, "a namespace() attribute may not hold a namespace");
                 ns->set(n.attr, std::move(v));
                 checked(*ns, n.pos);
             } else {
@@ -353,16 +392,21 @@ Flow Renderer::exec(const Node& n, Scope& scope, std::string& out) {
             CallArgs a;
             if (n.expr) {
                 for (const ExprP& x : n.expr->args) a.positional.push_back(eval(*x, scope));
-                for (const auto& [k, x] : n.expr->kwargs) a.keyword.emplace_back(k, eval(*x, scope));
+                for (const auto& [k, x] : n.expr->kwargs)
+                    a.keyword.emplace_back(k, eval(*x, scope));
             }
-            emit(out, filter(n.targets[0], Value(std::move(text)), a, scope, n.pos).str(limits_.max_output_bytes), n.pos);
+            emit(out,
+                 filter(n.targets[0], Value(std::move(text)), a, scope, n.pos)
+                     .str(limits_.max_output_bytes),
+                 n.pos);
             return Flow::Normal;
         }
     }
     return Flow::Normal;
 }
 
-void Renderer::assign(const std::vector<std::string>& targets, const Value& v, Scope& scope, size_t pos) {
+void Renderer::assign(const std::vector<std::string>& targets, const Value& v, Scope& scope,
+                      size_t pos) {
     if (targets.size() == 1) {
         scope.set(targets[0], v);
         return;
@@ -441,10 +485,12 @@ Value Renderer::make_macro(const Node& n) {
     const Node* node = &n;
     return Value::function([this, node](CallArgs& a) -> Value {
         if (depth_ >= limits_.max_call_depth)
-            fail(node->pos, "macro calls are nested deeper than " + std::to_string(limits_.max_call_depth) + " levels");
+            fail(node->pos, "macro calls are nested deeper than " +
+                                std::to_string(limits_.max_call_depth) + " levels");
         if (a.positional.size() > node->params.size())
-            fail(node->pos, "macro '" + node->targets[0] + "' takes " + std::to_string(node->params.size()) +
-                                " arguments, " + std::to_string(a.positional.size()) + " given");
+            fail(node->pos, "macro '" + node->targets[0] + "' takes " +
+                                std::to_string(node->params.size()) + " arguments, " +
+                                std::to_string(a.positional.size()) + " given");
         Scope s{&root_, {}};
         for (size_t i = 0; i < node->params.size(); ++i) {
             const auto& [pname, def] = node->params[i];
@@ -466,7 +512,8 @@ Value Renderer::make_macro(const Node& n) {
             const std::string& k = kw.first;
             const bool known = std::any_of(node->params.begin(), node->params.end(),
                                            [&](const auto& p) { return p.first == k; });
-            if (!known) fail(node->pos, "macro '" + node->targets[0] + "' has no argument '" + k + "'");
+            if (!known)
+                fail(node->pos, "macro '" + node->targets[0] + "' has no argument '" + k + "'");
         }
         ++depth_;
         std::string text;
@@ -488,12 +535,14 @@ Value Renderer::global(const std::string& name) {
             for (const Value& v : a.positional)
                 if (v.kind() != Value::Kind::Int && v.kind() != Value::Kind::Bool)
                     throw std::invalid_argument("range() takes integers");
-            if (a.positional.size() == 1) stop = a.positional[0].as_int();
+            if (a.positional.size() == 1)
+                stop = a.positional[0].as_int();
             else if (a.positional.size() >= 2) {
                 start = a.positional[0].as_int();
                 stop = a.positional[1].as_int();
                 if (a.positional.size() >= 3) step = a.positional[2].as_int();
-            } else throw std::invalid_argument("range() takes 1 to 3 arguments");
+            } else
+                throw std::invalid_argument("range() takes 1 to 3 arguments");
             if (step == 0) throw std::invalid_argument("range() step cannot be zero");
             Array out;
             for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
@@ -517,8 +566,9 @@ Value Renderer::global(const std::string& name) {
     }
     if (name == "raise_exception") {
         return Value::function([](CallArgs& a) -> Value {
-            throw std::runtime_error("the template raised an exception: " +
-                                     (a.positional.empty() ? std::string() : a.positional[0].str()));
+            throw std::runtime_error(
+                "the template raised an exception: " +
+                (a.positional.empty() ? std::string() : a.positional[0].str()));
         });
     }
     if (name == "strftime_now") {
@@ -529,7 +579,8 @@ Value Renderer::global(const std::string& name) {
             std::tm tm{};
             localtime_r(&now, &tm);
             char buf[256];
-            const size_t n = std::strftime(buf, sizeof buf, a.positional[0].as_string().c_str(), &tm);
+            const size_t n =
+                std::strftime(buf, sizeof buf, a.positional[0].as_string().c_str(), &tm);
             return Value(std::string(buf, n));
         });
     }
@@ -561,7 +612,8 @@ Value Renderer::item(const Value& obj, const Value& key, size_t pos) {
             if (i < 0) i += n;
             if (i < 0 || i >= n) return Value();
             if (obj.is_array()) return obj.array()[static_cast<size_t>(i)];
-            if (ascii(obj.as_string())) return Value(obj.as_string().substr(static_cast<size_t>(i), 1));
+            if (ascii(obj.as_string()))
+                return Value(obj.as_string().substr(static_cast<size_t>(i), 1));
             return Value(characters(obj.as_string())[static_cast<size_t>(i)]);
         }
         default:
@@ -572,7 +624,8 @@ Value Renderer::item(const Value& obj, const Value& key, size_t pos) {
 int Renderer::compare(const Value& a, const Value& b, size_t pos) {
     if (++compare_work_ > 10'000'000) fail(pos, "ordering the values takes too long");
     const auto num = [](const Value& v) {
-        return v.kind() == Value::Kind::Int || v.kind() == Value::Kind::Float || v.kind() == Value::Kind::Bool;
+        return v.kind() == Value::Kind::Int || v.kind() == Value::Kind::Float ||
+               v.kind() == Value::Kind::Bool;
     };
     const auto d = [](const Value& v) {
         return v.kind() == Value::Kind::Bool ? (v.as_bool() ? 1.0 : 0.0) : v.as_double();
@@ -582,7 +635,10 @@ int Renderer::compare(const Value& a, const Value& b, size_t pos) {
             return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
         return d(a) < d(b) ? -1 : d(a) > d(b) ? 1 : 0;
     }
-    if (a.is_string() && b.is_string()) return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() == b.as_string() ? 0 : 1;
+    if (a.is_string() && b.is_string())
+        return a.as_string().compare(b.as_string()) < 0 ? -1
+               : a.as_string() == b.as_string()         ? 0
+                                                        : 1;
     if (a.is_array() && b.is_array()) {
         const auto& x = a.array();
         const auto& y = b.array();
@@ -596,16 +652,22 @@ int Renderer::compare(const Value& a, const Value& b, size_t pos) {
 Value Renderer::binary(const std::string& op, const Value& a, const Value& b, size_t pos) {
     using K = Value::Kind;
     const auto intlike = [](const Value& v) { return v.kind() == K::Int || v.kind() == K::Bool; };
-    const auto ival = [](const Value& v) { return v.kind() == K::Bool ? int64_t{v.as_bool()} : v.as_int(); };
+    const auto ival = [](const Value& v) {
+        return v.kind() == K::Bool ? int64_t{v.as_bool()} : v.as_int();
+    };
     const auto num = [&](const Value& v) { return intlike(v) || v.kind() == K::Float; };
-    const auto dval = [&](const Value& v) { return v.kind() == K::Float ? v.as_double() : static_cast<double>(ival(v)); };
+    const auto dval = [&](const Value& v) {
+        return v.kind() == K::Float ? v.as_double() : static_cast<double>(ival(v));
+    };
     const auto bad = [&]() -> Value {
-        fail(pos, "unsupported operand types for " + op + ": " + kind_name(a) + " and " + kind_name(b));
+        fail(pos,
+             "unsupported operand types for " + op + ": " + kind_name(a) + " and " + kind_name(b));
     };
     if (op == "~") {
         std::string s = text(a);
         s += text(b);
-        if (s.size() > limits_.max_output_bytes) fail(pos, "a string grows past " + std::to_string(limits_.max_output_bytes) + " bytes");
+        if (s.size() > limits_.max_output_bytes)
+            fail(pos, "a string grows past " + std::to_string(limits_.max_output_bytes) + " bytes");
         return Value(std::move(s));
     }
     if (op == "==") return Value(a == b);
@@ -617,7 +679,9 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b, si
     if (op == "in" || op == "not in") {
         bool found = false;
         if (b.is_string()) {
-            if (!a.is_string()) fail(pos, std::string("'in <string>' needs a string on the left, not a ") + kind_name(a));
+            if (!a.is_string())
+                fail(pos, std::string("'in <string>' needs a string on the left, not a ") +
+                              kind_name(a));
             found = b.as_string().find(a.as_string()) != std::string::npos;
         } else if (b.is_array()) {
             found = std::find(b.array().begin(), b.array().end(), a) != b.array().end();
@@ -631,12 +695,15 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b, si
     if (op == "+") {
         if (a.is_string() && b.is_string()) {
             if (a.as_string().size() + b.as_string().size() > limits_.max_output_bytes)
-                fail(pos, "a string grows past " + std::to_string(limits_.max_output_bytes) + " bytes");
+                fail(pos,
+                     "a string grows past " + std::to_string(limits_.max_output_bytes) + " bytes");
             return Value(a.as_string() + b.as_string());
         }
         if (a.is_array() && b.is_array()) {
-            if (static_cast<int64_t>(a.array().size() + b.array().size()) > limits_.max_loop_iterations)
-                fail(pos, "a list grows past " + std::to_string(limits_.max_loop_iterations) + " items");
+            if (static_cast<int64_t>(a.array().size() + b.array().size()) >
+                limits_.max_loop_iterations)
+                fail(pos,
+                     "a list grows past " + std::to_string(limits_.max_loop_iterations) + " items");
             Array out = a.array();
             out.insert(out.end(), b.array().begin(), b.array().end());
             return Value(std::move(out));
@@ -646,7 +713,8 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b, si
                       (intlike(a) && (b.is_string() || b.is_array())))) {
         const Value& seq = intlike(b) ? a : b;
         const int64_t times = std::max<int64_t>(0, intlike(b) ? ival(b) : ival(a));
-        const int64_t unit = seq.is_string() ? static_cast<int64_t>(seq.as_string().size()) : length_of(seq);
+        const int64_t unit =
+            seq.is_string() ? static_cast<int64_t>(seq.as_string().size()) : length_of(seq);
         if (unit > 0 && times > static_cast<int64_t>(limits_.max_output_bytes) / unit)
             fail(pos, "a repeated sequence grows past the output limit");
         if (seq.is_string()) {
@@ -655,7 +723,8 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b, si
             return Value(std::move(out));
         }
         Array out;
-        for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.array().begin(), seq.array().end());
+        for (int64_t i = 0; i < times; ++i)
+            out.insert(out.end(), seq.array().begin(), seq.array().end());
         return Value(std::move(out));
     }
     if (!num(a) || !num(b)) return bad();
@@ -689,7 +758,8 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b, si
         if (dval(b) == 0) fail(pos, op == "%" ? "modulo by zero" : "division by zero");
         if (ints) {
             const int64_t x = ival(a), y = ival(b);
-            if (x == INT64_MIN && y == -1) return op == "%" ? Value(int64_t{0}) : Value(-static_cast<double>(x));
+            if (x == INT64_MIN && y == -1)
+                return op == "%" ? Value(int64_t{0}) : Value(-static_cast<double>(x));
             int64_t q = x / y, r = x % y;
             if (r != 0 && ((r < 0) != (y < 0))) {
                 --q;
@@ -754,7 +824,8 @@ Value Renderer::eval_node(const Expr& e, Scope& scope) {
             if (obj.is_string()) {
                 const auto chars = characters(obj.as_string());
                 std::string out;
-                for (int64_t i : slice_indices(static_cast<int64_t>(chars.size()), parts[0], parts[1], parts[2], e.pos))
+                for (int64_t i : slice_indices(static_cast<int64_t>(chars.size()), parts[0],
+                                               parts[1], parts[2], e.pos))
                     out += chars[static_cast<size_t>(i)];
                 return Value(std::move(out));
             }
@@ -764,7 +835,8 @@ Value Renderer::eval_node(const Expr& e, Scope& scope) {
             return call(e, scope);
         case Expr::T::Filter: {
             CallArgs a;
-            for (size_t i = 1; i < e.args.size(); ++i) a.positional.push_back(eval(*e.args[i], scope));
+            for (size_t i = 1; i < e.args.size(); ++i)
+                a.positional.push_back(eval(*e.args[i], scope));
             for (const auto& [k, x] : e.kwargs) a.keyword.emplace_back(k, eval(*x, scope));
             return filter(e.name, eval(*e.args[0], scope), a, scope, e.pos);
         }
@@ -783,7 +855,8 @@ Value Renderer::eval_node(const Expr& e, Scope& scope) {
                 if (i == INT64_MIN) return Value(-static_cast<double>(i));
                 return Value(-i);
             }
-            if (v.kind() == Value::Kind::Float) return Value(e.type == Expr::T::Neg ? -v.as_double() : v.as_double());
+            if (v.kind() == Value::Kind::Float)
+                return Value(e.type == Expr::T::Neg ? -v.as_double() : v.as_double());
             fail(e.pos, std::string("bad operand type for unary minus: ") + kind_name(v));
         }
         case Expr::T::Not:
@@ -859,24 +932,30 @@ Value Renderer::method(const Value& self, const std::string& name, CallArgs& a, 
         if (name == "split" || name == "rsplit") {
             const Value sep = kwarg(a, 0, "sep");
             const Value maxv = kwarg(a, 1, "maxsplit", Value(int64_t{-1}));
-            if (!sep.is_none() && !sep.is_undefined() && !sep.is_string()) fail(pos, "split() needs a string separator");
-            if (sep.is_string() && sep.as_string().empty()) fail(pos, "split() with an empty separator");
+            if (!sep.is_none() && !sep.is_undefined() && !sep.is_string())
+                fail(pos, "split() needs a string separator");
+            if (sep.is_string() && sep.as_string().empty())
+                fail(pos, "split() with an empty separator");
             Array out;
-            for (auto& p : split(s, sep, name == "split" && maxv.kind() == Value::Kind::Int ? maxv.as_int() : -1))
+            for (auto& p :
+                 split(s, sep,
+                       name == "split" && maxv.kind() == Value::Kind::Int ? maxv.as_int() : -1))
                 out.emplace_back(std::move(p));
             return Value(std::move(out));
         }
         if (name == "startswith" || name == "endswith") {
             const Value p = kwarg(a, 0, "prefix");
             std::vector<std::string> options;
-            if (p.is_string()) options.push_back(p.as_string());
+            if (p.is_string())
+                options.push_back(p.as_string());
             else if (p.is_array())
                 for (const Value& x : p.array())
                     if (x.is_string()) options.push_back(x.as_string());
             if (options.empty() && !p.is_string()) fail(pos, "'" + name + "()' needs a string");
             for (const std::string& o : options) {
                 if (o.size() > s.size()) continue;
-                if (name == "startswith" ? s.compare(0, o.size(), o) == 0 : s.compare(s.size() - o.size(), o.size(), o) == 0)
+                if (name == "startswith" ? s.compare(0, o.size(), o) == 0
+                                         : s.compare(s.size() - o.size(), o.size(), o) == 0)
                     return Value(true);
             }
             return Value(false);
@@ -889,16 +968,20 @@ Value Renderer::method(const Value& self, const std::string& name, CallArgs& a, 
         if (name == "upper") return Value(upper(s));
         if (name == "lower") return Value(lower(s));
         if (name == "title") return Value(title(s));
-        if (name == "capitalize") return Value(s.empty() ? s : upper(s.substr(0, 1)) + lower(s.substr(1)));
+        if (name == "capitalize")
+            return Value(s.empty() ? s : upper(s.substr(0, 1)) + lower(s.substr(1)));
         if (name == "find") {
             const size_t p = s.find(str_arg(0, "sub"));
-            return Value(p == std::string::npos ? int64_t{-1} : static_cast<int64_t>(characters(s.substr(0, p)).size()));
+            return Value(p == std::string::npos
+                             ? int64_t{-1}
+                             : static_cast<int64_t>(characters(s.substr(0, p)).size()));
         }
         if (name == "count") {
             const std::string sub = str_arg(0, "sub");
             if (sub.empty()) return Value(static_cast<int64_t>(characters(s).size()) + 1);
             int64_t n = 0;
-            for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
+            for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size()))
+                ++n;
             return Value(n);
         }
         if (name == "join") {
@@ -908,15 +991,18 @@ Value Renderer::method(const Value& self, const std::string& name, CallArgs& a, 
                 if (i) out += s;
                 if (!items[i].is_string()) fail(pos, "join() needs strings");
                 out += items[i].as_string();
-                if (out.size() > limits_.max_output_bytes) fail(pos, "join() grows past the output limit");
+                if (out.size() > limits_.max_output_bytes)
+                    fail(pos, "join() grows past the output limit");
             }
             return Value(std::move(out));
         }
         if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum") {
             if (s.empty()) return Value(false);
             for (unsigned char c : s) {
-                const bool ok = name == "isdigit" ? std::isdigit(c) : name == "isalpha" ? std::isalpha(c)
-                                : name == "isspace" ? std::isspace(c) : std::isalnum(c);
+                const bool ok = name == "isdigit"   ? std::isdigit(c)
+                                : name == "isalpha" ? std::isalpha(c)
+                                : name == "isspace" ? std::isspace(c)
+                                                    : std::isalnum(c);
                 if (!ok) return Value(false);
             }
             return Value(true);
@@ -952,7 +1038,8 @@ Value Renderer::method(const Value& self, const std::string& name, CallArgs& a, 
         }
         if (name == "count") {
             const Value x = kwarg(a, 0, "value");
-            return Value(static_cast<int64_t>(std::count(self.array().begin(), self.array().end(), x)));
+            return Value(
+                static_cast<int64_t>(std::count(self.array().begin(), self.array().end(), x)));
         }
     } else if (self.is_undefined()) {
         fail(pos, "'" + name + "()' called on an undefined value");
@@ -960,7 +1047,8 @@ Value Renderer::method(const Value& self, const std::string& name, CallArgs& a, 
     fail(pos, std::string("a ") + kind_name(self) + " has no method '" + name + "'");
 }
 
-bool Renderer::test(const std::string& name, const Value& v, const std::vector<Value>& args, size_t pos) {
+bool Renderer::test(const std::string& name, const Value& v, const std::vector<Value>& args,
+                    size_t pos) {
     using K = Value::Kind;
     const auto arg = [&](size_t i) -> const Value& {
         if (i >= args.size()) fail(pos, "the test '" + name + "' needs an argument");
@@ -977,8 +1065,10 @@ bool Renderer::test(const std::string& name, const Value& v, const std::vector<V
     if (name == "true") return v.kind() == K::Bool && v.as_bool();
     if (name == "false") return v.kind() == K::Bool && !v.as_bool();
     if (name == "mapping") return v.is_object();
-    if (name == "iterable") return v.is_array() || v.is_object() || v.is_string() || v.is_undefined();
-    if (name == "sequence") return v.is_array() || v.is_object() || v.is_string() || v.is_undefined();
+    if (name == "iterable")
+        return v.is_array() || v.is_object() || v.is_string() || v.is_undefined();
+    if (name == "sequence")
+        return v.is_array() || v.is_object() || v.is_string() || v.is_undefined();
     if (name == "callable") return v.kind() == K::Function;
     if (name == "equalto" || name == "eq" || name == "==" || name == "sameas") return v == arg(0);
     if (name == "ne" || name == "!=") return !(v == arg(0));
@@ -991,17 +1081,20 @@ bool Renderer::test(const std::string& name, const Value& v, const std::vector<V
         if (v.kind() != K::Int) fail(pos, "the test '" + name + "' needs an integer");
         if (name == "divisibleby") {
             const Value& d = arg(0);
-            if (d.kind() != K::Int || d.as_int() == 0) fail(pos, "divisibleby needs a non-zero integer");
+            if (d.kind() != K::Int || d.as_int() == 0)
+                fail(pos, "divisibleby needs a non-zero integer");
             return d.as_int() == -1 || v.as_int() % d.as_int() == 0;
         }
         return (v.as_int() % 2 != 0) == (name == "odd");
     }
     if (name == "lower" || name == "upper")
-        return v.is_string() && (name == "lower" ? lower(v.as_string()) : upper(v.as_string())) == v.as_string();
+        return v.is_string() &&
+               (name == "lower" ? lower(v.as_string()) : upper(v.as_string())) == v.as_string();
     fail(pos, "unknown test '" + name + "'");
 }
 
-Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Scope& scope, size_t pos) {
+Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Scope& scope,
+                       size_t pos) {
     using K = Value::Kind;
     const auto need_string = [&]() -> std::string {
         if (v.is_string()) return v.as_string();
@@ -1016,9 +1109,11 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         const Value ea = kwarg(a, 0, "ensure_ascii", Value(false));
         const Value ind = kwarg(a, 1, "indent");
         if (v.is_undefined()) fail(pos, "tojson of an undefined value");
-        const std::string out = v.to_json(ind.kind() == K::Int ? static_cast<int>(std::clamp<int64_t>(ind.as_int(), 0, 64)) : -1,
-                                          ea.truthy(), limits_.max_output_bytes);
-        if (out.size() > limits_.max_output_bytes) fail(pos, "tojson output exceeds the output limit");
+        const std::string out = v.to_json(
+            ind.kind() == K::Int ? static_cast<int>(std::clamp<int64_t>(ind.as_int(), 0, 64)) : -1,
+            ea.truthy(), limits_.max_output_bytes);
+        if (out.size() > limits_.max_output_bytes)
+            fail(pos, "tojson output exceeds the output limit");
         return Value(out);
     }
     if (name == "length" || name == "count") {
@@ -1032,12 +1127,23 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         std::string out;
         for (char c : text(v)) {
             switch (c) {
-                case '&': out += "&amp;"; break;
-                case '<': out += "&lt;"; break;
-                case '>': out += "&gt;"; break;
-                case '"': out += "&#34;"; break;
-                case '\'': out += "&#39;"; break;
-                default: out += c;
+                case '&':
+                    out += "&amp;";
+                    break;
+                case '<':
+                    out += "&lt;";
+                    break;
+                case '>':
+                    out += "&gt;";
+                    break;
+                case '"':
+                    out += "&#34;";
+                    break;
+                case '\'':
+                    out += "&#39;";
+                    break;
+                default:
+                    out += c;
             }
         }
         return Value(out);
@@ -1050,7 +1156,8 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         return Value(s.empty() ? s : upper(s.substr(0, 1)) + lower(s.substr(1)));
     }
     if (name == "replace") {
-        const Value from = kwarg(a, 0, "old"), to = kwarg(a, 1, "new"), count = kwarg(a, 2, "count");
+        const Value from = kwarg(a, 0, "old"), to = kwarg(a, 1, "new"),
+                    count = kwarg(a, 2, "count");
         if (!from.is_string() || !to.is_string()) fail(pos, "replace needs two strings");
         return Value(replace_all(need_string(), from.as_string(), to.as_string(),
                                  count.kind() == K::Int ? count.as_int() : -1));
@@ -1091,8 +1198,10 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         const std::vector<Value> items = iterate(v, pos);
         for (size_t i = 0; i < items.size(); ++i) {
             if (i) out += text(sep);
-            out += attr.is_string() ? text(attribute(items[i], attr.as_string(), pos)) : text(items[i]);
-            if (out.size() > limits_.max_output_bytes) fail(pos, "join grows past the output limit");
+            out += attr.is_string() ? text(attribute(items[i], attr.as_string(), pos))
+                                    : text(items[i]);
+            if (out.size() > limits_.max_output_bytes)
+                fail(pos, "join grows past the output limit");
         }
         return Value(std::move(out));
     }
@@ -1102,7 +1211,8 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         size_t i = 0;
         std::string attr;
         if (by_attr) {
-            if (a.positional.empty() || !a.positional[0].is_string()) fail(pos, name + " needs an attribute name");
+            if (a.positional.empty() || !a.positional[0].is_string())
+                fail(pos, name + " needs an attribute name");
             attr = a.positional[0].as_string();
             i = 1;
         }
@@ -1111,7 +1221,8 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
             if (!a.positional[i].is_string()) fail(pos, name + " needs a test name");
             tname = a.positional[i].as_string();
         }
-        const std::vector<Value> targs(a.positional.begin() + static_cast<std::ptrdiff_t>(std::min(a.positional.size(), i + 1)),
+        const std::vector<Value> targs(a.positional.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                                  a.positional.size(), i + 1)),
                                        a.positional.end());
         Array out;
         for (const Value& x : iterate(v, pos)) {
@@ -1135,7 +1246,8 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
             }
             return Value(std::move(out));
         }
-        if (a.positional.empty() || !a.positional[0].is_string()) fail(pos, "map needs a filter name or attribute=");
+        if (a.positional.empty() || !a.positional[0].is_string())
+            fail(pos, "map needs a filter name or attribute=");
         const std::string fname = a.positional[0].as_string();
         CallArgs rest;
         rest.positional.assign(a.positional.begin() + 1, a.positional.end());
@@ -1165,7 +1277,9 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         const bool cs = kwarg(a, name == "sort" ? 1 : 0, "case_sensitive", Value(false)).truthy();
         const Value attr = kwarg(a, 2, "attribute");
         const auto key = [&](const Value& x) {
-            Value k = name == "dictsort" ? x.array()[0] : attr.is_string() ? attribute(x, attr.as_string(), pos) : x;
+            Value k = name == "dictsort" ? x.array()[0]
+                      : attr.is_string() ? attribute(x, attr.as_string(), pos)
+                                         : x;
             if (!cs && k.is_string()) k = Value(lower(k.as_string()));
             return k;
         };
@@ -1200,7 +1314,9 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         return kwarg(a, 0, "default", Value(0.0));
     }
     if (name == "abs") {
-        if (v.kind() == K::Int) return v.as_int() == INT64_MIN ? Value(-static_cast<double>(v.as_int())) : Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+        if (v.kind() == K::Int)
+            return v.as_int() == INT64_MIN ? Value(-static_cast<double>(v.as_int()))
+                                           : Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
         if (v.kind() == K::Float) return Value(std::fabs(v.as_double()));
         fail(pos, std::string("abs of a ") + kind_name(v));
     }
@@ -1208,7 +1324,8 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         // Python's round(): the correctly rounded decimal, ties to even.
         const Value prec = kwarg(a, 0, "precision", Value(int64_t{0}));
         if (!v.is_number()) fail(pos, "round needs a number");
-        const int digits = static_cast<int>(std::clamp<int64_t>(prec.kind() == K::Int ? prec.as_int() : 0, 0, 17));
+        const int digits =
+            static_cast<int>(std::clamp<int64_t>(prec.kind() == K::Int ? prec.as_int() : 0, 0, 17));
         char buf[512];
         std::snprintf(buf, sizeof buf, "%.*f", digits, v.as_double());
         return Value(std::strtod(buf, nullptr));
@@ -1230,18 +1347,24 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         const Value w = kwarg(a, 0, "width", Value(int64_t{4}));
         const bool first = kwarg(a, 1, "first", Value(false)).truthy();
         const bool blank = kwarg(a, 2, "blank", Value(false)).truthy();
-        const std::string pad = w.is_string() ? w.as_string() : std::string(static_cast<size_t>(std::clamp<int64_t>(w.kind() == K::Int ? w.as_int() : 4, 0, 256)), ' ');
+        const std::string pad = w.is_string()
+                                    ? w.as_string()
+                                    : std::string(static_cast<size_t>(std::clamp<int64_t>(
+                                                      w.kind() == K::Int ? w.as_int() : 4, 0, 256)),
+                                                  ' ');
         const std::vector<std::string> lines = split(need_string(), Value("\n"), -1);
         std::string out;
         for (size_t i = 0; i < lines.size(); ++i) {
             if (i) out += '\n';
             if ((i > 0 || first) && (blank || !lines[i].empty())) out += pad;
             out += lines[i];
-            if (out.size() > limits_.max_output_bytes) fail(pos, "indent grows past the output limit");
+            if (out.size() > limits_.max_output_bytes)
+                fail(pos, "indent grows past the output limit");
         }
         return Value(std::move(out));
     }
-    if (name == "wordcount") return Value(static_cast<int64_t>(split(need_string(), Value::none(), -1).size()));
+    if (name == "wordcount")
+        return Value(static_cast<int64_t>(split(need_string(), Value::none(), -1).size()));
     fail(pos, "unknown filter '" + name + "'");
 }
 
@@ -1253,7 +1376,8 @@ Template Template::parse(std::string_view source) {
     try {
         t.root_ = parse_template(*t.source_);
     } catch (const SyntaxError& e) {
-        throw Error(DWELL_ERR_UNSUPPORTED, "chat template " + position_text(*t.source_, e.pos) + ": " + e.what);
+        throw Error(DWELL_ERR_UNSUPPORTED,
+                    "chat template " + position_text(*t.source_, e.pos) + ": " + e.what);
     }
     return t;
 }
@@ -1267,7 +1391,8 @@ std::string Template::render(const Value& context, const Limits& limits) const {
     try {
         r.exec(root_->body, root, out);
     } catch (const SyntaxError& e) {
-        throw Error(DWELL_ERR_INVALID_ARGUMENT, "chat template " + position_text(*source_, e.pos) + ": " + e.what);
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "chat template " + position_text(*source_, e.pos) + ": " + e.what);
     } catch (const std::invalid_argument& e) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT, std::string("chat template: ") + e.what());
     }

@@ -19,14 +19,16 @@ Value Value::none() {
 Value::Value(bool b) : kind_(Kind::Bool), b_(b) {}
 Value::Value(int64_t v) : kind_(Kind::Int), i_(v) {}
 Value::Value(double v) : kind_(Kind::Float), f_(v) {}
-Value::Value(std::string s) : kind_(Kind::String), s_(std::make_shared<std::string>(std::move(s))) {}
+Value::Value(std::string s)
+    : kind_(Kind::String), s_(std::make_shared<std::string>(std::move(s))) {}
 Value::Value(Array a) : kind_(Kind::Array), depth_(1), a_(std::make_shared<Array>(std::move(a))) {
     for (const Value& v : *a_) {
         depth_ = std::max(depth_, v.depth_ + 1);
         holds_namespace_ = holds_namespace_ || v.holds_namespace_;
     }
 }
-Value::Value(Object o) : kind_(Kind::Object), depth_(1), o_(std::make_shared<Object>(std::move(o))) {
+Value::Value(Object o)
+    : kind_(Kind::Object), depth_(1), o_(std::make_shared<Object>(std::move(o))) {
     for (const auto& kv : *o_) {
         depth_ = std::max(depth_, kv.second.depth_ + 1);
         holds_namespace_ = holds_namespace_ || kv.second.holds_namespace_;
@@ -162,11 +164,7 @@ std::string string_repr(const std::string& s) {
 // themselves so that hostile text cannot stop the encoder.
 uint32_t next_code_point(const std::string& s, size_t& i) {
     const auto b = static_cast<unsigned char>(s[i]);
-    const size_t n = b < 0x80          ? 0
-                     : (b >> 5) == 6   ? 1
-                     : (b >> 4) == 14  ? 2
-                     : (b >> 3) == 30  ? 3
-                                       : 0;
+    const size_t n = b < 0x80 ? 0 : (b >> 5) == 6 ? 1 : (b >> 4) == 14 ? 2 : (b >> 3) == 30 ? 3 : 0;
     if (n == 0 || i + n >= s.size()) {
         ++i;
         return b;
@@ -239,10 +237,12 @@ void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
 
 void check_budget(const std::string& out, size_t max_bytes) {
     if (out.size() > max_bytes)
-        throw std::length_error("the text of a value exceeds " + std::to_string(max_bytes) + " bytes");
+        throw std::length_error("the text of a value exceeds " + std::to_string(max_bytes) +
+                                " bytes");
 }
 
-void json_dump(const Value& v, int indent, bool ascii, int level, std::string& out, size_t max_bytes) {
+void json_dump(const Value& v, int indent, bool ascii, int level, std::string& out,
+               size_t max_bytes) {
     check_budget(out, max_bytes);
     const auto newline = [&](int lv) {
         out += '\n';
@@ -261,8 +261,9 @@ void json_dump(const Value& v, int indent, bool ascii, int level, std::string& o
             return;
         case Value::Kind::Float: {
             const double f = v.as_double();
-            out += std::isnan(f) ? "NaN" : std::isinf(f) ? (f < 0 ? "-Infinity" : "Infinity")
-                                                         : float_repr(f);
+            out += std::isnan(f)   ? "NaN"
+                   : std::isinf(f) ? (f < 0 ? "-Infinity" : "Infinity")
+                                   : float_repr(f);
             return;
         }
         case Value::Kind::String:
@@ -288,7 +289,8 @@ void json_dump(const Value& v, int indent, bool ascii, int level, std::string& o
             return;
         }
         case Value::Kind::Object: {
-            if (v.is_namespace()) throw std::invalid_argument("a namespace() is not JSON serializable");
+            if (v.is_namespace())
+                throw std::invalid_argument("a namespace() is not JSON serializable");
             const Object& o = v.object();
             if (o.empty()) {
                 out += "{}";
@@ -316,13 +318,27 @@ namespace {
 void repr_into(const Value& v, std::string& out, size_t max_bytes) {
     check_budget(out, max_bytes);
     switch (v.kind()) {
-        case Value::Kind::Undefined: out += "Undefined"; return;
-        case Value::Kind::None: out += "None"; return;
-        case Value::Kind::Bool: out += v.as_bool() ? "True" : "False"; return;
-        case Value::Kind::Int: out += std::to_string(v.as_int()); return;
-        case Value::Kind::Float: out += float_repr(v.as_double()); return;
-        case Value::Kind::String: out += string_repr(v.as_string()); return;
-        case Value::Kind::Function: out += "<function>"; return;
+        case Value::Kind::Undefined:
+            out += "Undefined";
+            return;
+        case Value::Kind::None:
+            out += "None";
+            return;
+        case Value::Kind::Bool:
+            out += v.as_bool() ? "True" : "False";
+            return;
+        case Value::Kind::Int:
+            out += std::to_string(v.as_int());
+            return;
+        case Value::Kind::Float:
+            out += float_repr(v.as_double());
+            return;
+        case Value::Kind::String:
+            out += string_repr(v.as_string());
+            return;
+        case Value::Kind::Function:
+            out += "<function>";
+            return;
         case Value::Kind::Array:
             out += '[';
             for (size_t i = 0; i < v.array().size(); ++i) {

@@ -20,17 +20,19 @@ using dwell::jinja::Object;
 using dwell::jinja::Value;
 
 Value context() {
-    const Value call(Object{{"type", Value("function")},
-                            {"function", Value(Object{{"name", Value("get_weather")},
-                                                      {"arguments", Value(Object{{"city", Value("Zürich")},
-                                                                                 {"days", Value(int64_t{2})},
-                                                                                 {"hourly", Value(false)}})}})}});
-    const Value tool(Object{
+    const Value call(Object{
         {"type", Value("function")},
         {"function", Value(Object{{"name", Value("get_weather")},
-                                  {"description", Value("Weather \"now\"")},
-                                  {"parameters", Value(Object{{"type", Value("object")},
-                                                              {"required", Value(Array{Value("city")})}})}})}});
+                                  {"arguments", Value(Object{{"city", Value("Zürich")},
+                                                             {"days", Value(int64_t{2})},
+                                                             {"hourly", Value(false)}})}})}});
+    const Value tool(Object{
+        {"type", Value("function")},
+        {"function",
+         Value(Object{{"name", Value("get_weather")},
+                      {"description", Value("Weather \"now\"")},
+                      {"parameters", Value(Object{{"type", Value("object")},
+                                                  {"required", Value(Array{Value("city")})}})}})}});
     Array messages{
         Value(Object{{"role", Value("system")}, {"content", Value("Be brief.")}}),
         Value(Object{{"role", Value("user")}, {"content", Value("Weather?")}}),
@@ -39,7 +41,8 @@ Value context() {
                      {"reasoning_content", Value("call the tool")},
                      {"tool_calls", Value(Array{call})}}),
         Value(Object{{"role", Value("tool")}, {"content", Value("{\"t\": 18}")}}),
-        Value(Object{{"role", Value("assistant")}, {"content", Value("<think>\nok\n</think>\n\n18 °C")}}),
+        Value(Object{{"role", Value("assistant")},
+                     {"content", Value("<think>\nok\n</think>\n\n18 °C")}}),
     };
     return Value(Object{{"messages", Value(std::move(messages))},
                         {"tools", Value(Array{tool})},

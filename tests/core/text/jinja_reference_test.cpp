@@ -23,7 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path data_dir() { return fs::path(DWELL_TEST_SOURCE_DIR) / "tests" / "data" / "chat_templates"; }
+fs::path data_dir() {
+    return fs::path(DWELL_TEST_SOURCE_DIR) / "tests" / "data" / "chat_templates";
+}
 
 std::string read(const fs::path& p) {
     std::ifstream f(p, std::ios::binary);
@@ -34,12 +36,17 @@ std::string read(const fs::path& p) {
 
 Value to_value(const nlohmann::ordered_json& j) {
     switch (j.type()) {
-        case nlohmann::json::value_t::null: return Value::none();
-        case nlohmann::json::value_t::boolean: return Value(j.get<bool>());
+        case nlohmann::json::value_t::null:
+            return Value::none();
+        case nlohmann::json::value_t::boolean:
+            return Value(j.get<bool>());
         case nlohmann::json::value_t::number_integer:
-        case nlohmann::json::value_t::number_unsigned: return Value(j.get<int64_t>());
-        case nlohmann::json::value_t::number_float: return Value(j.get<double>());
-        case nlohmann::json::value_t::string: return Value(j.get<std::string>());
+        case nlohmann::json::value_t::number_unsigned:
+            return Value(j.get<int64_t>());
+        case nlohmann::json::value_t::number_float:
+            return Value(j.get<double>());
+        case nlohmann::json::value_t::string:
+            return Value(j.get<std::string>());
         case nlohmann::json::value_t::array: {
             Array a;
             for (const auto& x : j) a.push_back(to_value(x));
@@ -50,7 +57,8 @@ Value to_value(const nlohmann::ordered_json& j) {
             for (const auto& [k, x] : j.items()) o.emplace_back(k, to_value(x));
             return Value(std::move(o));
         }
-        default: return Value();
+        default:
+            return Value();
     }
 }
 

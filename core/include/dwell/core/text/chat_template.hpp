@@ -129,8 +129,10 @@ private:
     friend class ChatPrompt;  // binds the vocabulary's BOS and EOS texts
     enum class Family { Llama2, Llama3, ChatML, Mistral, MistralV3, Gemma, Phi3, Zephyr };
     explicit ChatTemplate(Family family);
-    std::string render_family(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
-    std::string render_jinja(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+    std::string render_family(const std::vector<ChatMessage>& messages,
+                              bool add_generation_prompt) const;
+    std::string render_jinja(const std::vector<ChatMessage>& messages,
+                             bool add_generation_prompt) const;
     void bind_vocabulary(std::string bos_text, std::string eos_text, bool strip_leading_bos);
 
     Family family_;

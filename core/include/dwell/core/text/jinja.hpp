@@ -96,7 +96,8 @@ public:
     // json.dumps(value, ensure_ascii=..., indent=...) (indent < 0: none);
     // throws std::length_error past max_bytes, std::invalid_argument for a
     // namespace (not serialisable, as in Python).
-    std::string to_json(int indent = -1, bool ensure_ascii = false, size_t max_bytes = SIZE_MAX) const;
+    std::string to_json(int indent = -1, bool ensure_ascii = false,
+                        size_t max_bytes = SIZE_MAX) const;
 
     // Nesting depth of lists and dicts (0 for a scalar); the engine refuses
     // to build values deeper than it can print and compare recursively.

@@ -18,13 +18,27 @@ using ExprP = std::unique_ptr<Expr>;
 
 struct Expr {
     enum class T {
-        Literal, Name, List, Dict, Tuple, Attr, Item, Slice, Call, Filter, Test,
-        Neg, Pos, Not, Binary, Cond
+        Literal,
+        Name,
+        List,
+        Dict,
+        Tuple,
+        Attr,
+        Item,
+        Slice,
+        Call,
+        Filter,
+        Test,
+        Neg,
+        Pos,
+        Not,
+        Binary,
+        Cond
     };
     Expr(T t, size_t p) : type(t), pos(p) {}
     T type;
     size_t pos;
-    int depth = 1;  // of the subtree, bounded by the parser
+    int depth = 1;         // of the subtree, bounded by the parser
     bool negated = false;  // `is not`
     std::string name;      // variable, attribute, filter, test or operator
     Value literal;
@@ -39,7 +53,19 @@ struct Node;
 using NodeP = std::unique_ptr<Node>;
 
 struct Node {
-    enum class T { Block, Text, Output, If, For, Set, SetBlock, Macro, Break, Continue, FilterBlock };
+    enum class T {
+        Block,
+        Text,
+        Output,
+        If,
+        For,
+        Set,
+        SetBlock,
+        Macro,
+        Break,
+        Continue,
+        FilterBlock
+    };
     Node(T t, size_t p) : type(t), pos(p) {}
     T type;
     size_t pos;
@@ -47,8 +73,8 @@ struct Node {
     ExprP expr;  // Output's value, For's sequence, Set's value, FilterBlock's call args
     ExprP cond;  // For's `if`
     std::vector<std::pair<ExprP, std::vector<NodeP>>> branches;  // If; else has no condition
-    std::vector<std::string> targets;  // For/Set names, Macro/FilterBlock name
-    std::string attr;                  // `set ns.attr`
+    std::vector<std::string> targets;                   // For/Set names, Macro/FilterBlock name
+    std::string attr;                                   // `set ns.attr`
     std::vector<std::pair<std::string, ExprP>> params;  // Macro
     std::vector<NodeP> body, else_body;
 };
