@@ -1007,6 +1007,44 @@ Value Renderer::method(const Value& self, const std::string& name, CallArgs& a, 
             }
             return Value(true);
         }
+        if (name == "format") {  // "{}", "{0}", "{name}" and "{{"/"}}"; no format specs
+            std::string out;
+            size_t next = 0;
+            for (size_t i = 0; i < s.size(); ++i) {
+                const char c = s[i];
+                if ((c == '{' || c == '}') && i + 1 < s.size() && s[i + 1] == c) {
+                    out += c;
+                    ++i;
+                    continue;
+                }
+                if (c == '}') fail(pos, "format(): a single '}' in the format string");
+                if (c != '{') {
+                    out += c;
+                    continue;
+                }
+                const size_t close = s.find('}', i);
+                if (close == std::string::npos) fail(pos, "format(): a '{' is never closed");
+                const std::string field = s.substr(i + 1, close - i - 1);
+                Value v;
+                if (field.empty()) {
+                    v = kwarg(a, next++, "");
+                } else if (std::all_of(field.begin(), field.end(), [](char d) {
+                               return std::isdigit(static_cast<unsigned char>(d));
+                           })) {
+                    v = field.size() < 6 ? kwarg(a, static_cast<size_t>(std::stoi(field)), "")
+                                         : Value();
+                } else {
+                    for (const auto& [k, x] : a.keyword)
+                        if (k == field) v = x;
+                }
+                if (v.is_undefined()) fail(pos, "format(): no argument for {" + field + "}");
+                out += text(v);
+                if (out.size() > limits_.max_output_bytes)
+                    fail(pos, "format() grows past the output limit");
+                i = close;
+            }
+            return Value(std::move(out));
+        }
         if (name == "splitlines") {
             Array out;
             for (auto& p : split(s, Value("\n"), -1)) out.emplace_back(strip(p, "\r", false, true));
@@ -1225,6 +1263,7 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
                                                                   a.positional.size(), i + 1)),
                                        a.positional.end());
         Array out;
+        if (!v.truthy()) return Value(std::move(out));  // Jinja2 skips a falsy sequence (none)
         for (const Value& x : iterate(v, pos)) {
             count_iteration(pos);
             const Value subject = by_attr ? (x.is_object() ? attribute(x, attr, pos) : Value()) : x;
@@ -1234,6 +1273,8 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
         return Value(std::move(out));
     }
     if (name == "map") {
+        if (!v.truthy())
+            return Value(Array{});  // as Jinja2, a falsy sequence (none) maps to nothing
         Value attr;
         for (const auto& [k, x] : a.keyword)
             if (k == "attribute") attr = x;
