@@ -1411,6 +1411,34 @@ Value Renderer::filter(const std::string& name, const Value& v, CallArgs& a, Sco
 
 }  // namespace
 
+namespace {
+
+// An error names text from the template and the conversation (a test's name,
+// raise_exception()'s message): kept to one line of bounded length.
+std::string one_line(const std::string& what) {
+    constexpr size_t kMax = 400;
+    std::string out;
+    for (const char c : what) {
+        if (out.size() >= kMax) {
+            out += "...";
+            break;
+        }
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '\n') {
+            out += "\\n";
+        } else if (u < 0x20 || u == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", u);
+            out += buf;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
 Template Template::parse(std::string_view source) {
     Template t;
     t.source_ = std::make_shared<const std::string>(source);
@@ -1418,7 +1446,7 @@ Template Template::parse(std::string_view source) {
         t.root_ = parse_template(*t.source_);
     } catch (const SyntaxError& e) {
         throw Error(DWELL_ERR_UNSUPPORTED,
-                    "chat template " + position_text(*t.source_, e.pos) + ": " + e.what);
+                    "chat template " + position_text(*t.source_, e.pos) + ": " + one_line(e.what));
     }
     return t;
 }
@@ -1433,9 +1461,9 @@ std::string Template::render(const Value& context, const Limits& limits) const {
         r.exec(root_->body, root, out);
     } catch (const SyntaxError& e) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                    "chat template " + position_text(*source_, e.pos) + ": " + e.what);
+                    "chat template " + position_text(*source_, e.pos) + ": " + one_line(e.what));
     } catch (const std::invalid_argument& e) {
-        throw Error(DWELL_ERR_INVALID_ARGUMENT, std::string("chat template: ") + e.what());
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "chat template: " + one_line(e.what()));
     }
     return out;
 }

@@ -48,6 +48,12 @@ TEST(Jinja, ErrorsNameTheLineAndColumn) {
     EXPECT_NE(error_of("{{ 1 // 0 }}").find("division by zero"), std::string::npos);
     EXPECT_NE(error_of("{{ 'x' | no_such_filter }}").find("unknown filter 'no_such_filter'"),
               std::string::npos);
+    // Text from the template in a message stays on one line (a fuzzer finding).
+    EXPECT_NE(error_of("{{ [1] | select('a\\nb') | list }}").find("unknown test 'a\\nb'"),
+              std::string::npos);
+    EXPECT_NE(error_of("{{ raise_exception('two\\nlines') }}")
+                  .find("raised an exception: two\\nlines"),
+              std::string::npos);
 }
 
 TEST(Jinja, DeepNestingIsRefusedNotOverflowed) {
