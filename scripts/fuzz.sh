@@ -24,7 +24,7 @@ parallel="${DWELL_FUZZ_PARALLEL:-1}"
 jobs="${DWELL_FUZZ_JOBS:-$(nproc)}"
 models="${DWELL_MODELS_DIR:-$root/../shared/models}"
 all_fuzzers="gguf_reader pack_reader manifest tokenizer_model tokenizer_text session_file \
-             openai_request device_facts"
+             openai_request device_facts jinja_template"
 read -r -a fuzzers <<<"${DWELL_FUZZERS:-$all_fuzzers}"
 
 "$root/scripts/install-deps.sh"

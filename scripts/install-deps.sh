@@ -7,7 +7,7 @@
 # run the Hexagon DSP kernels under emulation; a JDK for the JNI binding and
 # its Java test; cpp-httplib for the server; libssl-dev for hashing
 # pinned plugins; node and npm for the
-# OpenAI-client test).
+# OpenAI-client test); python3-jinja2 renders the reference chat templates.
 # Runs apt-get only when needed (as root, or through sudo).
 set -euo pipefail
 
@@ -18,7 +18,7 @@ packages=(
   libpcre2-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev libssl-dev
   opencl-c-headers pocl-opencl-icd ocl-icd-libopencl1 clang lld qemu-user
-  openjdk-17-jdk-headless libcpp-httplib-dev
+  openjdk-17-jdk-headless libcpp-httplib-dev python3-jinja2
 )
 # node and npm drive the server test with the official openai client; a
 # machine that has them from elsewhere (e.g. NodeSource) keeps its own.

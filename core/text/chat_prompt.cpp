@@ -10,6 +10,26 @@ namespace dwell {
 
 ChatPrompt::ChatPrompt(const Tokenizer& tokenizer, ChatTemplate chat_template)
     : tokenizer_(tokenizer), template_(std::move(chat_template)) {
+    control_texts_ = template_.control_texts();
+    if (template_.runs_jinja()) {
+        const auto text_of = [&](int32_t id) {
+            return id >= 0 && id < tokenizer_.n_vocab() ? std::string(tokenizer_.piece(id))
+                                                        : std::string();
+        };
+        template_.bind_vocabulary(text_of(tokenizer_.bos()), text_of(tokenizer_.eos()),
+                                  tokenizer_.wants_bos());
+        // The model's template may emit any of the vocabulary's control
+        // tokens, and encode_text() reads each one's text as that token: a
+        // message holding one would forge it.
+        for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id) {
+            const std::string piece = text_of(id);
+            if (tokenizer_.is_control(id) && piece.size() >= 2 &&
+                std::find(control_texts_.begin(), control_texts_.end(), piece) ==
+                    control_texts_.end())
+                control_texts_.push_back(piece);
+        }
+        if (tokenizer_.eos() >= 0) stop_tokens_.push_back(tokenizer_.eos());
+    }
     std::unordered_map<std::string, int32_t> wanted;
     for (const std::string& s : template_.special_tokens()) wanted.emplace(s, -1);
     for (const std::string& s : template_.stop_strings()) wanted.emplace(s, -1);
@@ -23,7 +43,10 @@ ChatPrompt::ChatPrompt(const Tokenizer& tokenizer, ChatTemplate chat_template)
     std::sort(specials_.begin(), specials_.end(),
               [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
     for (const std::string& s : template_.stop_strings()) {
-        if (const int32_t id = wanted.at(s); id >= 0) stop_tokens_.push_back(id);
+        const int32_t id = wanted.at(s);
+        if (id >= 0 &&
+            std::find(stop_tokens_.begin(), stop_tokens_.end(), id) == stop_tokens_.end())
+            stop_tokens_.push_back(id);
     }
 }
 
@@ -35,7 +58,7 @@ std::optional<ChatPrompt::ControlText> ChatPrompt::find_control_text(
     // the model reads "<|im_start|>" as a turn whether it is one token or
     // several.
     for (size_t i = 0; i < messages.size(); ++i) {
-        for (const std::string& text : template_.control_texts()) {
+        for (const std::string& text : control_texts_) {
             if (messages[i].content.find(text) != std::string::npos) return ControlText{i, text};
         }
     }
@@ -51,6 +74,10 @@ void ChatPrompt::check_contents(const std::vector<ChatMessage>& messages) const 
 }
 
 std::vector<int32_t> ChatPrompt::encode_text(const std::string& text) const {
+    // A model's own template may emit any special token of its vocabulary
+    // (<think>, <tool_call>, ...): the tokenizer reads each one's text as
+    // that token, as llama.cpp tokenizes chat prompts.
+    if (template_.runs_jinja()) return tokenizer_.encode(text, false, /*parse_special=*/true);
     std::vector<int32_t> out;
     size_t start = 0;
     const auto flush = [&](size_t end) {

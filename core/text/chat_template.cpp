@@ -3,15 +3,19 @@
 // renderings), and the markers that tell the families' Jinja templates apart.
 #include "dwell/core/text/chat_template.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <iterator>
+#include <mutex>
 #include <string>
 #include <utility>
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/text/jinja.hpp"
 
 namespace dwell {
 namespace {
@@ -347,13 +351,100 @@ ChatTemplate ChatTemplate::detect(std::string_view jinja) {
                     excerpt(trimmed(jinja)) + "')" + choose_one);
 }
 
+struct ChatTemplate::Warned {
+    std::once_flag once;
+};
+
+ChatTemplate ChatTemplate::from_jinja(std::string_view jinja_text) {
+    auto parsed = std::make_shared<const jinja::Template>(jinja::Template::parse(jinja_text));
+    ChatTemplate t(Family::ChatML);
+    try {
+        t = detect(jinja_text);
+    } catch (const Error&) {
+        t.has_family_ = false;
+    }
+    t.name_ = t.has_family_ ? "jinja (" + t.name_ + ")" : "jinja";
+    if (!t.has_family_) {
+        t.stop_strings_.clear();
+        t.special_tokens_.clear();
+        t.control_texts_.clear();
+    }
+    t.jinja_ = std::move(parsed);
+    t.warned_ = std::make_shared<Warned>();
+    // A template that cannot render the simplest conversation is refused
+    // here, where choose() can still fall back, not at the first message.
+    try {
+        (void)t.render_jinja({{"user", "Hello"}}, true);
+    } catch (const Error& e) {
+        throw Error(DWELL_ERR_UNSUPPORTED, e.what());
+    }
+    return t;
+}
+
 ChatTemplate ChatTemplate::choose(std::string_view override_name, std::string_view jinja_text) {
     if (!trimmed(override_name).empty()) return named(override_name);
-    return detect(jinja_text);
+    if (trimmed(jinja_text).empty()) return detect(jinja_text);  // says there is none
+    try {
+        return from_jinja(jinja_text);
+    } catch (const Error& e) {
+        ChatTemplate fallback = detect(jinja_text);
+        spdlog::warn(
+            "the model's chat template does not run here ({}): formatting chats as the '{}' family",
+            e.what(), fallback.name());
+        return fallback;
+    }
+}
+
+void ChatTemplate::bind_vocabulary(std::string bos_text, std::string eos_text,
+                                   bool strip_leading_bos) {
+    bos_text_ = std::move(bos_text);
+    eos_text_ = std::move(eos_text);
+    strip_leading_bos_ = strip_leading_bos;
+}
+
+std::string ChatTemplate::render_jinja(const std::vector<ChatMessage>& messages,
+                                       bool add_generation_prompt) const {
+    jinja::Array list;
+    for (const ChatMessage& m : messages) {
+        role_of(m);  // validates
+        list.emplace_back(
+            jinja::Object{{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}});
+    }
+    const jinja::Value context(
+        jinja::Object{{"messages", jinja::Value(std::move(list))},
+                      {"add_generation_prompt", jinja::Value(add_generation_prompt)},
+                      {"bos_token", jinja::Value(bos_text_)},
+                      {"eos_token", jinja::Value(eos_text_)}});
+    std::string text = jinja_->render(context);
+    // The caller puts the BOS id first (see the file comment of the header);
+    // the template's own "{{ bos_token }}" would be a second one.
+    if (strip_leading_bos_ && !bos_text_.empty() &&
+        text.compare(0, bos_text_.size(), bos_text_) == 0)
+        text.erase(0, bos_text_.size());
+    return text;
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt) const {
+    if (!jinja_) return render_family(messages, add_generation_prompt);
+    try {
+        return render_jinja(messages, add_generation_prompt);
+    } catch (const Error& e) {
+        if (!has_family_ || e.status() != DWELL_ERR_INVALID_ARGUMENT ||
+            std::string_view(e.what()).find("chat message role") == 0)
+            throw;
+        std::call_once(warned_->once, [&] {
+            spdlog::warn(
+                "the model's chat template refused a conversation ({}): formatting it as the '{}' "
+                "family",
+                e.what(), kNames[static_cast<size_t>(family_)].canonical);
+        });
+        return render_family(messages, add_generation_prompt);
+    }
+}
+
+std::string ChatTemplate::render_family(const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt) const {
     switch (family_) {
         case Family::Llama2:
             return render_llama2(messages);

@@ -281,6 +281,8 @@ int main(int argc, char** argv) {
         copy_seeds(manifests, manifest, ".toml");
         copy_seeds(seeds / "manifest", manifest);
         copy_seeds(seeds / "tokenizer_text", corpus("tokenizer_text"));
+        // The published chat templates the engine is tested against.
+        copy_seeds(seeds / ".." / ".." / "data" / "chat_templates", corpus("jinja_template"), ".jinja");
         write_request_seeds(seeds / "openai_request", corpus("openai_request"));
         write_session_seeds(corpus("session_file"));
         write_device_seeds(devices, corpus("device_facts"));

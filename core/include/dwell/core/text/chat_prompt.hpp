@@ -32,7 +32,9 @@ public:
     std::vector<int32_t> encode(const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt) const;
     // The first message holding one of ChatTemplate::control_texts() (token
-    // of the vocabulary or not) and that text; check_contents() throws it.
+    // of the vocabulary or not; for a model's Jinja template also every
+    // control token's text of the vocabulary) and that text;
+    // check_contents() throws it.
     struct ControlText {
         size_t message = 0;
         std::string text;
@@ -43,7 +45,8 @@ public:
     std::vector<int32_t> encode_text(const std::string& text) const;
 
     // Ids that end the assistant's turn (the template's stop strings that are
-    // single tokens of the vocabulary), for TextRequest::stop_tokens.
+    // single tokens of the vocabulary, and EOS for a model's Jinja template),
+    // for TextRequest::stop_tokens.
     const std::vector<int32_t>& stop_tokens() const { return stop_tokens_; }
 
 private:
@@ -51,6 +54,7 @@ private:
     ChatTemplate template_;
     std::vector<std::pair<std::string, int32_t>> specials_;  // longest text first
     std::vector<int32_t> stop_tokens_;
+    std::vector<std::string> control_texts_;
 };
 
 }  // namespace dwell

@@ -1,11 +1,14 @@
 // Chat templates: how a conversation becomes the prompt text of an
 // instruction-tuned model, for `dwell chat` and the OpenAI-compatible server.
 //
-// dwell does not run the Jinja template a model file carries in
-// tokenizer.chat_template. It recognises which well-known family that
-// template belongs to (detect()) and renders the family's documented prompt
-// format in C++; `--chat-template NAME` picks a family by name instead
-// (named()). Known families: llama2, llama3, chatml, mistral (Mistral's
+// dwell runs the Jinja template a model file carries in
+// tokenizer.chat_template with its own Jinja engine (jinja.hpp), as
+// transformers renders it (from_jinja()). It also knows well-known families'
+// documented prompt formats in C++ ("by pattern"): detect() recognises the
+// family of a template, whose stop strings and control texts the Jinja
+// rendering uses too, and which renders in its place when the engine
+// refuses the template (one warning line); `--chat-template NAME` picks a
+// family by name instead (named()). Known families: llama2, llama3, chatml, mistral (Mistral's
 // tokenizer V1: Mistral 7B Instruct v0.1/v0.2, Mixtral 8x7B), mistral-v3
 // (tokenizer V3: Mistral 7B Instruct v0.3, Mixtral 8x22B), gemma, phi3 and
 // zephyr (TinyLlama-Chat; turns end with the sentencepiece EOS "</s>").
@@ -36,6 +39,8 @@
 // render() returns a new string and keeps no reference to the messages.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +48,10 @@
 #include "dwell/model.h"
 
 namespace dwell {
+
+namespace jinja {
+class Template;
+}
 
 struct ChatMessage {
     std::string role;  // "system", "user" or "assistant"
@@ -64,23 +73,39 @@ public:
     // --chat-template override.
     static ChatTemplate detect(std::string_view jinja_text);
 
+    // The model's own template, run by the Jinja engine: messages, bos_token,
+    // eos_token and add_generation_prompt are its variables (ChatPrompt
+    // supplies the vocabulary's BOS and EOS texts). Stop strings and control
+    // texts are those of the family detect() recognises, if any. Throws
+    // dwell::Error (DWELL_ERR_UNSUPPORTED) naming the template position when
+    // the engine cannot parse it or render a one-message conversation with it.
+    static ChatTemplate from_jinja(std::string_view jinja_text);
+
     // The template a host should use: named(override_name) when the user gave
-    // one (non-empty), otherwise detect(jinja_text). The override wins even
-    // when the model's template is recognised.
+    // one (non-empty); otherwise from_jinja(jinja_text), and when the engine
+    // refuses it, one warning line and detect(jinja_text). The override wins
+    // even when the model's template renders.
     static ChatTemplate choose(std::string_view override_name, std::string_view jinja_text);
+
+    // Whether render() runs the model's Jinja template.
+    bool runs_jinja() const { return jinja_ != nullptr; }
 
     // Canonical names of the known families, in the order error messages
     // list them.
     static const std::vector<std::string>& known_names();
 
-    // Canonical family name, e.g. "llama3" (also for ChatTemplate::named("llama-3")).
+    // Canonical family name, e.g. "llama3" (also for ChatTemplate::named("llama-3")),
+    // or "jinja" (with the recognised family: "jinja (chatml)") for from_jinja().
     const std::string& name() const { return name_; }
 
     // The prompt text for `messages` (see the file comment for BOS and special
     // tokens). Roles other than system/user/assistant throw dwell::Error
     // (DWELL_ERR_INVALID_ARGUMENT) naming the role. Families without a
     // system turn (llama2, mistral, mistral-v3, gemma) put system text at the
-    // start of the next user message, as their official templates do.
+    // start of the next user message, as their official templates do. A Jinja
+    // template's errors (raise_exception(), a bound exceeded) throw
+    // dwell::Error naming the template position, unless a recognised family
+    // can render instead (then one warning line per template, the first time).
     std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
 
     // Texts of tokens that end the assistant's turn, e.g. "<|eot_id|>". The
@@ -101,10 +126,24 @@ public:
     const std::vector<std::string>& control_texts() const { return control_texts_; }
 
 private:
+    friend class ChatPrompt;  // binds the vocabulary's BOS and EOS texts
     enum class Family { Llama2, Llama3, ChatML, Mistral, MistralV3, Gemma, Phi3, Zephyr };
     explicit ChatTemplate(Family family);
+    std::string render_family(const std::vector<ChatMessage>& messages,
+                              bool add_generation_prompt) const;
+    std::string render_jinja(const std::vector<ChatMessage>& messages,
+                             bool add_generation_prompt) const;
+    void bind_vocabulary(std::string bos_text, std::string eos_text, bool strip_leading_bos);
 
     Family family_;
+    // from_jinja(): the parsed template, whether a family was recognised
+    // (family_ is then the fallback), and the vocabulary's texts.
+    std::shared_ptr<const jinja::Template> jinja_;
+    bool has_family_ = true;
+    std::string bos_text_, eos_text_;
+    bool strip_leading_bos_ = false;
+    struct Warned;
+    std::shared_ptr<Warned> warned_;  // one fallback warning per template
     std::string name_;
     std::vector<std::string> stop_strings_;
     std::vector<std::string> special_tokens_;
