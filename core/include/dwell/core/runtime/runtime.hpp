@@ -23,6 +23,7 @@
 
 #include "dwell/backend.h"
 #include "dwell/core/backend/backend.hpp"
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/config/manifest.hpp"
 #include "dwell/core/memory/memory_pool.hpp"
 
@@ -60,7 +61,7 @@ struct RuntimeOptions {
     bool require_backend = true;  // false: a runtime with no usable backend (for reports)
 };
 
-class Runtime {
+class DWELL_CORE_API Runtime {
 public:
     explicit Runtime(const RuntimeOptions& options = {});
     ~Runtime();
@@ -124,7 +125,7 @@ public:
 private:
     // The manifest, pool, plugins, backends and thermal governor: kept out
     // of this header so that hosts compile against the interface alone.
-    struct Impl;
+    struct DWELL_CORE_LOCAL Impl;
     std::unique_ptr<Impl> impl_;
 };
 
