@@ -1,4 +1,5 @@
-// libdwell's version string, for `dwell --version` and plugin diagnostics.
+#include "dwell/core/base/version.hpp"
+
 namespace dwell {
 const char* version() {
     return DWELL_VERSION;

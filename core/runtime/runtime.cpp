@@ -3,17 +3,25 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <set>
 
-#include "dwell/core/config/device_facts.hpp"
+#include "dwell/core/backend/host_services.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
-#include "dwell/core/backend/host_services.hpp"
 #include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/config/device_facts.hpp"
+#include "dwell/core/config/manifest_choice.hpp"
+#include "dwell/core/kv/kv_page_pool.hpp"
+#include "dwell/core/kv/kv_prefix_cache.hpp"
 #include "dwell/core/platform/system_memory.hpp"
+#include "dwell/core/runtime/runtime_thermal.hpp"
+#include "dwell/core/thermal/thermal_governor.hpp"
+#include "dwell/core/thermal/thermal_sensors.hpp"
 
 namespace dwell {
 
@@ -30,6 +38,37 @@ plugin = "cpu"
 )";
 
 }  // namespace
+
+struct Runtime::Impl {
+    Impl(const Runtime* owner, const RuntimeOptions& options);
+    ~Impl();
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
+
+    void choose_manifest(const RuntimeOptions& options);
+    void select_backends(const RuntimeOptions& options);
+    void start_thermal(const RuntimeOptions& options);
+
+    Manifest manifest_;
+    std::string manifest_choice_;
+    DeviceFacts device_facts_;
+    std::vector<ManifestCandidate> manifest_candidates_;
+    std::unique_ptr<MemoryPool> pool_;
+    std::unique_ptr<KvPagePool> kv_pages_;        // after pool_: goes first
+    std::unique_ptr<KvPrefixCache> kv_prefixes_;  // holds pages: goes before kv_pages_
+    std::atomic<uint64_t> model_ids_{0};
+    dwell_host_services services_{};
+    std::unique_ptr<PluginLoader> loader_;
+    std::vector<std::unique_ptr<Backend>> backends_;
+    std::vector<BackendChoice> choices_;
+    bool strict_ = false;
+    std::filesystem::path memory_root_ = "/";  // where /proc and /sys are read
+    // After backends_: stops (and restores the device) before they go.
+    std::unique_ptr<ThermalSensors> thermal_sensors_;
+    std::unique_ptr<RuntimeThermal> thermal_;
+    std::unique_ptr<ThermalGovernor> governor_;
+    std::shared_ptr<const Runtime*> lifetime_;
+};
 
 std::string_view Runtime::builtin_manifest() {
     return kBuiltinManifest;
@@ -53,8 +92,14 @@ std::vector<fs::path> Runtime::manifest_dirs() {
     return dirs;
 }
 
-Runtime::Runtime(const RuntimeOptions& options)
-    : strict_(options.strict), memory_root_(options.device_root.value_or("/")) {
+Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>(this, options)) {}
+
+Runtime::~Runtime() = default;
+
+Runtime::Impl::Impl(const Runtime* owner, const RuntimeOptions& options)
+    : strict_(options.strict),
+      memory_root_(options.device_root.value_or("/")),
+      lifetime_(std::make_shared<const Runtime*>(owner)) {
     choose_manifest(options);
     if (options.weights) manifest_.memory.weights = *options.weights;
     if (options.weight_budget_bytes)
@@ -94,7 +139,7 @@ Runtime::Runtime(const RuntimeOptions& options)
     start_thermal(options);
 }
 
-void Runtime::start_thermal(const RuntimeOptions& options) {
+void Runtime::Impl::start_thermal(const RuntimeOptions& options) {
     const ThermalConfig& tc = manifest_.thermal;
     const bool wanted = options.thermal.value_or(manifest_.has_thermal && tc.enabled);
     if (!wanted) return;
@@ -112,21 +157,81 @@ void Runtime::start_thermal(const RuntimeOptions& options) {
                  thermal_sensors_->zone_dirs().size(), tc.target_c, tc.limit_c, tc.period_ms);
 }
 
+Runtime::Impl::~Impl() {
+    // The governor stops and restores the device while the backends live.
+    governor_.reset();
+    thermal_.reset();
+    // Contexts go before the libraries that implement them.
+    backends_.clear();
+}
+
+const Manifest& Runtime::manifest() const {
+    return impl_->manifest_;
+}
+const std::string& Runtime::manifest_choice() const {
+    return impl_->manifest_choice_;
+}
+const DeviceFacts& Runtime::device_facts() const {
+    return impl_->device_facts_;
+}
+const std::vector<ManifestCandidate>& Runtime::manifest_candidates() const {
+    return impl_->manifest_candidates_;
+}
+MemoryPool& Runtime::pool() {
+    return *impl_->pool_;
+}
+const MemoryPool& Runtime::pool() const {
+    return *impl_->pool_;
+}
+KvPagePool& Runtime::kv_pages() {
+    return *impl_->kv_pages_;
+}
+KvPrefixCache& Runtime::kv_prefixes() {
+    return *impl_->kv_prefixes_;
+}
+uint64_t Runtime::next_model_id() {
+    return ++impl_->model_ids_;
+}
+void Runtime::forget_model(uint64_t model_id) const {
+    impl_->kv_prefixes_->forget_model(model_id);
+}
+void Runtime::uncharge(uint64_t bytes, MemoryUse use) const {
+    impl_->pool_->uncharge(bytes, use);
+}
+PluginLoader& Runtime::loader() {
+    return *impl_->loader_;
+}
+const dwell_host_services* Runtime::host_services() const {
+    return &impl_->services_;
+}
+const std::vector<std::unique_ptr<Backend>>& Runtime::backends() const {
+    return impl_->backends_;
+}
+const std::vector<BackendChoice>& Runtime::backend_choices() const {
+    return impl_->choices_;
+}
+bool Runtime::strict() const {
+    return impl_->strict_;
+}
+std::weak_ptr<const Runtime*> Runtime::lifetime() const {
+    return impl_->lifetime_;
+}
+
 uint64_t Runtime::available_memory() const {
-    return available_memory_bytes(memory_root_);
+    return available_memory_bytes(impl_->memory_root_);
 }
 
 std::optional<ThermalState> Runtime::thermal_state() const {
-    if (!governor_) return std::nullopt;
-    return governor_->state();
+    if (!impl_->governor_) return std::nullopt;
+    return impl_->governor_->state();
 }
 
 void Runtime::pace(double step_seconds) const {
-    if (thermal_) thermal_->pace(step_seconds);
+    if (impl_->thermal_) impl_->thermal_->pace(step_seconds);
 }
 
 void Runtime::release_weights(const void* data, size_t bytes) const {
-    for (const auto& b : backends_) {
+    for (const auto& b : impl_->backends_) {
         const dwell_backend_plugin& api = b->api();
         // Taken even when there is nothing to tell: a call abandoned past its
         // deadline holds it and may still read these weights.
@@ -138,15 +243,7 @@ void Runtime::release_weights(const void* data, size_t bytes) const {
     }
 }
 
-Runtime::~Runtime() {
-    // The governor stops and restores the device while the backends live.
-    governor_.reset();
-    thermal_.reset();
-    // Contexts go before the libraries that implement them.
-    backends_.clear();
-}
-
-void Runtime::choose_manifest(const RuntimeOptions& options) {
+void Runtime::Impl::choose_manifest(const RuntimeOptions& options) {
     if (options.manifest) {
         manifest_ = Manifest::load(*options.manifest);
         manifest_choice_ = "given with --manifest";
@@ -164,7 +261,7 @@ void Runtime::choose_manifest(const RuntimeOptions& options) {
     manifest_candidates_ = std::move(choice.candidates);
 }
 
-void Runtime::select_backends(const RuntimeOptions& options) {
+void Runtime::Impl::select_backends(const RuntimeOptions& options) {
     std::set<std::string> hardware_taken;
     for (const ManifestBackend& entry : manifest_.backends) {
         BackendChoice choice;
@@ -270,7 +367,7 @@ void Runtime::select_backends(const RuntimeOptions& options) {
 
 std::vector<std::shared_ptr<LoadedPlugin>> Runtime::model_plugins_for(
     const std::string& architecture, const fs::path& model_path) {
-    auto found = loader_->discover_all();
+    auto found = impl_->loader_->discover_all();
     std::vector<std::shared_ptr<LoadedPlugin>> serving;
     // Architecture -> the plugins serving it, sorted: several plugins may
     // serve one architecture (llama and mixtral both read "llama" files).
@@ -296,7 +393,8 @@ std::vector<std::shared_ptr<LoadedPlugin>> Runtime::model_plugins_for(
         served.append(plugins.size() == 1 ? " plugin)" : " plugins)");
     }
     std::string dirs;
-    for (const auto& d : loader_->search_dirs()) dirs += (dirs.empty() ? "" : ", ") + d.string();
+    for (const auto& d : impl_->loader_->search_dirs())
+        dirs += (dirs.empty() ? "" : ", ") + d.string();
     throw Error(DWELL_ERR_UNSUPPORTED,
                 model_path.string() + ": no model plugin serves architecture '" + architecture +
                     "' (architectures served: " + (served.empty() ? "none" : served) +

@@ -11,6 +11,7 @@
 #include "dwell/core/base/format_bytes.hpp"
 #include "dwell/core/graph/activation_plan.hpp"
 #include "dwell/core/graph/graph_builder.hpp"
+#include "dwell/core/kv/kv_prefix_cache.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/platform/output_file.hpp"
 #include "dwell/core/runtime/runtime.hpp"

@@ -20,12 +20,14 @@
 
 #include "dwell.h"
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/config/device_facts.hpp"
 #include "dwell/core/llm/generate.hpp"
+#include "dwell/core/llm/sampler.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/runtime/runtime.hpp"
-#include "dwell/core/llm/sampler.hpp"
 #include "dwell/core/session/session.hpp"
 #include "dwell/core/text/tokenizer.hpp"
+#include "dwell/core/thermal/thermal_governor.hpp"
 
 struct dwell_runtime {
     std::shared_ptr<dwell::Runtime> runtime;

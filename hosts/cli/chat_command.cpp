@@ -17,16 +17,17 @@
 #include <thread>
 
 #include "cli_common.hpp"
-#include "dwell/core/text/chat_prompt.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/llm/text_generation.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/platform/output_file.hpp"
-#include "dwell/core/base/printable_name.hpp"
-#include "dwell/core/session/session.hpp"
 #include "dwell/core/platform/text_file.hpp"
-#include "dwell/core/llm/text_generation.hpp"
+#include "dwell/core/session/session.hpp"
+#include "dwell/core/text/chat_prompt.hpp"
 #include "dwell/core/text/tokenizer.hpp"
+#include "dwell/core/thermal/thermal_governor.hpp"
 #include "dwell/tools/progress_bar.hpp"
 #include "stop_signals.hpp"
 

@@ -10,10 +10,7 @@
 #include "cli_common.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/printable_name.hpp"
-
-namespace dwell {
-const char* version();
-}
+#include "dwell/core/base/version.hpp"
 
 namespace {
 

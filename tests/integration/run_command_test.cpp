@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "dwell/core/llm/generate.hpp"
-#include "dwell/core/model/model.hpp"
 #include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
 #include "dwell/core/text/tokenizer.hpp"
 #include "integration_support.hpp"
@@ -69,6 +69,36 @@ TEST(RunCommand, InteractiveLinesContinueAfterTheLastGeneratedToken) {
     std::string want;
     for (const auto& e : expected) want += e + "\n";
     EXPECT_EQ(r.out, want);
+}
+
+// The core logs through spdlog's default logger, which the CLI sets up: -v
+// must reach the library's info logs (the backend it selected), and the
+// default level must keep them out. Both break when libdwell and the CLI
+// hold two spdlog registries (core/CMakeLists.txt: libdwell's symbols are
+// hidden, so only the shared libspdlog makes the registry one).
+TEST(RunCommand, VerboseShowsTheLibrarysInfoLogsAndTheDefaultHidesThem) {
+    const auto model_path = dwell::test::model_path("stories260K.gguf");
+    if (model_path.empty()) GTEST_SKIP() << "stories260K.gguf not found in " << models_dir();
+    TempDir dir;
+    const auto manifest =
+        dir.write("cpu.toml", "[[backend]]\nplugin = \"cpu\"\n[cpu]\nthreads = 1\n");
+    const std::vector<std::string> args = {
+        "run", "-m",         model_path.string(), "-p", "Once", "-n", "2", "--temp",
+        "0",   "--manifest", manifest.string()};
+    const std::string selected = "info: backend cpu/";  // "... cpu/cpu0 selected (path)"
+
+    std::vector<std::string> verbose = args;
+    verbose.push_back("-v");
+    const auto v = run_dwell(verbose);
+    ASSERT_EQ(v.exit_code, 0) << v.err;
+    EXPECT_NE(v.err.find(selected), std::string::npos) << v.err;
+    EXPECT_NE(v.err.find(" selected ("), std::string::npos) << v.err;
+    EXPECT_EQ(v.out.find(selected), std::string::npos) << v.out;  // logs go to stderr
+
+    const auto quiet = run_dwell(args);
+    ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+    EXPECT_EQ(quiet.err.find("selected"), std::string::npos) << quiet.err;
+    EXPECT_EQ(quiet.out.find("selected"), std::string::npos) << quiet.out;
 }
 
 }  // namespace

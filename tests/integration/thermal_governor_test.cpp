@@ -3,6 +3,8 @@
 // (work moves to the CPU), a cool one restores everything, a broken sensor
 // gives the fallback, and greedy output is the same with the governor on
 // and off — it changes timing and placement, never results.
+#include "dwell/core/thermal/thermal_governor.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>

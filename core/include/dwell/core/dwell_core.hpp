@@ -4,13 +4,14 @@
 // uses, never this header (tests/scripts/check_layering.sh).
 #pragma once
 
-
 // base
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/base/format_bytes.hpp"
 #include "dwell/core/base/little_endian.hpp"
 #include "dwell/core/base/printable_name.hpp"
 #include "dwell/core/base/tensor_shape.hpp"
+#include "dwell/core/base/version.hpp"
 
 // platform
 #include "dwell/core/platform/device_file.hpp"

@@ -20,12 +20,13 @@
 #include "dwell/core/backend/backend_health.hpp"
 #include "dwell/core/backend/plugin_loader.hpp"
 #include "dwell/core/backend/step_worker.hpp"
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/config/manifest.hpp"
 
 namespace dwell {
 
 // An initialised backend context on one device.
-class Backend {
+class DWELL_CORE_API Backend {
 public:
     Backend(std::shared_ptr<LoadedPlugin> plugin, uint32_t device, const dwell_device_info& info,
             dwell_backend_context* ctx, ManifestBackend entry);

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <string>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell {
 
 enum class BackendFault {
@@ -36,9 +38,9 @@ struct BackendHealthReport {
 
 // One line for people: "healthy, 120 steps" or "unhealthy after ... (120
 // steps, 3 failed: 3 error statuses)".
-std::string describe(const BackendHealthReport& r);
+DWELL_CORE_API std::string describe(const BackendHealthReport& r);
 
-class BackendHealth {
+class DWELL_CORE_API BackendHealth {
 public:
     static constexpr int kMaxConsecutiveFailures = 3;
 

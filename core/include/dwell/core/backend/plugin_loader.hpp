@@ -48,12 +48,13 @@
 #include <vector>
 
 #include "dwell/backend.h"
+#include "dwell/core/base/export.hpp"
 #include "dwell/model.h"
 #include "dwell/plugin.h"
 
 namespace dwell {
 
-class LoadedPlugin {
+class DWELL_CORE_API LoadedPlugin {
 public:
     // `pinned_fd`: the open descriptor the library was loaded through
     // (closed with the plugin), or -1.
@@ -83,7 +84,7 @@ struct PluginFailure {
     std::string reason;  // one line
 };
 
-class PluginLoader {
+class DWELL_CORE_API PluginLoader {
 public:
     // `manifest_dirs` come first; DWELL_PLUGIN_PATH and <exe>/../lib/dwell
     // follow. `sha256_pins`: plugin name -> 64 lowercase hex digits.

@@ -6,11 +6,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/status.h"
 
 namespace dwell {
 
-class Error : public std::runtime_error {
+class DWELL_CORE_API Error : public std::runtime_error {
 public:
     Error(dwell_status status, const std::string& message)
         : std::runtime_error(message), status_(status) {}
@@ -24,7 +25,7 @@ private:
 // that a host can tell it apart and word the advice in its own terms (the
 // C API has n_ctx where the CLI has --ctx); its status stays what hosts
 // that only map statuses already expect.
-class ContextFullError : public Error {
+class DWELL_CORE_API ContextFullError : public Error {
 public:
     ContextFullError(const std::string& message, int64_t n_past, int64_t n_tokens, int64_t n_ctx)
         : Error(DWELL_ERR_OUT_OF_MEMORY, message),

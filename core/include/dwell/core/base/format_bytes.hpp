@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell {
-std::string format_bytes(uint64_t bytes);
+DWELL_CORE_API std::string format_bytes(uint64_t bytes);
 }

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell {
 
 struct Manifest;
@@ -46,7 +48,7 @@ struct DeviceProbeOptions {
     std::optional<std::filesystem::path> getprop_file;
 };
 
-struct DeviceFacts {
+struct DWELL_CORE_API DeviceFacts {
     std::string arch;  // "x86_64", "aarch64"
     // The SoC: ro.soc.model / ro.soc.manufacturer (DWELL_SOC_MODEL overrides
     // the model), ro.board.platform, ro.hardware (else cpuinfo "Hardware"),
@@ -85,10 +87,10 @@ int manifest_specificity(const Manifest& manifest);
 // Why the manifest does or does not fit: "soc_model SM8650 is listed;
 // platform pineapple is listed" or "soc_model: this device has MT6989, the
 // manifest lists SM8650".
-std::string explain_match(const Manifest& manifest, const DeviceFacts& facts);
+DWELL_CORE_API std::string explain_match(const Manifest& manifest, const DeviceFacts& facts);
 
 // "0-3,6": CPU ids as ranges (ids ascending).
-std::string cpu_ranges(const std::vector<int>& ids);
+DWELL_CORE_API std::string cpu_ranges(const std::vector<int>& ids);
 
 // Parses getprop / param output into key -> value.
 std::map<std::string, std::string> parse_properties(const std::string& text);

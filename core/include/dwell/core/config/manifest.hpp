@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/thermal/thermal_policy.hpp"
 #include "dwell/tensor.h"
 
@@ -48,7 +49,7 @@ struct ManifestDeviceMatch {
     std::vector<std::string> arch;              // "x86_64", "aarch64"
 };
 
-struct Manifest {
+struct DWELL_CORE_API Manifest {
     std::filesystem::path source;  // file it came from ("<string>" if parsed)
     std::string name;              // [device] name
     ManifestDeviceMatch match;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/config/device_facts.hpp"
 #include "dwell/core/config/manifest.hpp"
 
@@ -33,8 +34,8 @@ struct ManifestChoice {
 
 // Throws only if no manifest folder has any usable manifest and
 // `builtin` fails to parse.
-ManifestChoice choose_manifest(const DeviceFacts& facts,
-                               const std::vector<std::filesystem::path>& dirs,
-                               std::string_view builtin);
+DWELL_CORE_API ManifestChoice choose_manifest(const DeviceFacts& facts,
+                                              const std::vector<std::filesystem::path>& dirs,
+                                              std::string_view builtin);
 
 }  // namespace dwell

@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/model.h"
 #include "dwell/tensor.h"
 
@@ -44,7 +45,7 @@ enum class GgufType : uint32_t {
 };
 
 // True for the eight integer value types (not BOOL).
-bool gguf_type_is_integer(GgufType t);
+DWELL_CORE_API bool gguf_type_is_integer(GgufType t);
 
 // Limits that keep a hostile file from making the reader allocate or loop
 // without bound.
@@ -57,7 +58,7 @@ struct GgufLimits {
     int64_t max_dim = int64_t{1} << 40;  // elements along one dimension
 };
 
-class GgufFile {
+class DWELL_CORE_API GgufFile {
 public:
     struct TensorInfo {
         std::string name;
@@ -113,7 +114,7 @@ public:
     std::string mapping_problem(bool check_file) const;
 
 private:
-    struct Impl;
+    struct DWELL_CORE_LOCAL Impl;
     explicit GgufFile(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
@@ -121,11 +122,11 @@ private:
 // ggml type id -> dwell dtype (DWELL_DTYPE_COUNT if dwell has none), and the
 // ggml block geometry used to validate sizes of every type a file may hold.
 dwell_dtype dtype_from_ggml(uint32_t ggml_type);
-uint32_t ggml_from_dtype(dwell_dtype dtype);  // throws for dtypes ggml lacks
-const char* ggml_type_name(uint32_t ggml_type);
+DWELL_CORE_API uint32_t ggml_from_dtype(dwell_dtype dtype);  // throws for dtypes ggml lacks
+DWELL_CORE_API const char* ggml_type_name(uint32_t ggml_type);
 // Elements per block and bytes per block of a ggml type; 0 for an unknown id.
-int64_t ggml_block_elems(uint32_t ggml_type);
-uint64_t ggml_block_bytes(uint32_t ggml_type);
+DWELL_CORE_API int64_t ggml_block_elems(uint32_t ggml_type);
+DWELL_CORE_API uint64_t ggml_block_bytes(uint32_t ggml_type);
 
 // The file's metadata as the plugin ABI's dwell_metadata table; valid while
 // `file` lives at the same address.

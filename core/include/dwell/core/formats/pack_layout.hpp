@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dwell/core/base/little_endian.hpp"
+#include "dwell/core/base/export.hpp"
 #include "dwell/tensor.h"
 
 namespace dwell {
@@ -76,7 +77,7 @@ struct Header {
     uint64_t checksum = 0;
 };
 
-std::array<uint8_t, kHeaderSize> encode_header(const Header& h);
+DWELL_CORE_API std::array<uint8_t, kHeaderSize> encode_header(const Header& h);
 
 struct Entry {
     std::string name;

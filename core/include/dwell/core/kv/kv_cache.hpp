@@ -17,12 +17,13 @@
 #include <span>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/kv/kv_page_pool.hpp"
 #include "dwell/tensor.h"
 
 namespace dwell {
 
-class KvCache {
+class DWELL_CORE_API KvCache {
 public:
     // Throws DWELL_ERR_UNSUPPORTED for a dtype attention cannot store and
     // DWELL_ERR_INVALID_ARGUMENT when one row does not fit a page.

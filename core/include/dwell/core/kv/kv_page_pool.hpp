@@ -21,11 +21,12 @@
 #include <string_view>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/memory/memory_pool.hpp"
 
 namespace dwell {
 
-class KvPagePool {
+class DWELL_CORE_API KvPagePool {
 public:
     // max_bytes: the most the space may ever hold (rounded down to whole
     // pages); only what is in use costs memory.

@@ -23,12 +23,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/kv/kv_page_pool.hpp"
 #include "dwell/tensor.h"
 
 namespace dwell {
 
-class KvPrefixCache {
+class DWELL_CORE_API KvPrefixCache {
 public:
     // max_pages: the most pages the cache keeps for itself (0 disables it).
     KvPrefixCache(KvPagePool& pages, MemoryPool& memory, int64_t max_pages);

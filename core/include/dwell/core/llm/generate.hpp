@@ -7,6 +7,8 @@
 #include <functional>
 #include <span>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell {
 
 class Session;
@@ -32,7 +34,8 @@ struct GenerationStats {
 // has none). on_token returns false to stop early. As in llama.cpp, the last token
 // handed to on_token is not yet in the session's KV cache: to continue the
 // same conversation, feed it (with the next input) first.
-GenerationStats generate(Session& session, std::span<const int32_t> prompt, int32_t n_predict,
-                         Sampler& sampler, const std::function<bool(int32_t token)>& on_token);
+DWELL_CORE_API GenerationStats generate(Session& session, std::span<const int32_t> prompt,
+                                        int32_t n_predict, Sampler& sampler,
+                                        const std::function<bool(int32_t token)>& on_token);
 
 }  // namespace dwell

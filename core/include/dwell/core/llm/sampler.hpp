@@ -15,6 +15,8 @@
 #include <span>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell {
 
 struct SamplerParams {
@@ -27,7 +29,7 @@ struct SamplerParams {
     uint64_t seed = 0;
 };
 
-class Sampler {
+class DWELL_CORE_API Sampler {
 public:
     explicit Sampler(const SamplerParams& params);  // throws on out-of-range params
     int32_t sample(std::span<const float> logits);

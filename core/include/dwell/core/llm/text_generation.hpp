@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/llm/generate.hpp"
 #include "dwell/core/llm/sampler.hpp"
 
@@ -50,8 +51,9 @@ struct TextResult {
 // on_delta returns false when nobody listens any more (the generation then
 // ends with FinishReason::Disconnected). Throws what Session::decode throws
 // (DWELL_ERR_CANCELLED after Session::cancel()).
-TextResult generate_text(Session& session, const TextRequest& request,
-                         const std::function<bool(std::string_view delta)>& on_delta);
+DWELL_CORE_API TextResult
+generate_text(Session& session, const TextRequest& request,
+              const std::function<bool(std::string_view delta)>& on_delta);
 
 // How many bytes at the end of `text` could be the start of a stop string.
 size_t stop_prefix_length(std::string_view text, const std::vector<std::string>& stop);

@@ -22,6 +22,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell {
 
 // What the budgeted bytes are for, so a refusal can say where memory went.
@@ -67,7 +69,7 @@ private:
     MemoryUse use_ = MemoryUse::Other;
 };
 
-class MemoryPool {
+class DWELL_CORE_API MemoryPool {
 public:
     // page_size: a power of two >= 4096. budget_bytes 0: no budget.
     MemoryPool(size_t page_size, uint64_t budget_bytes);
@@ -107,7 +109,7 @@ public:
 
 private:
     friend class PoolBuffer;
-    struct Chunk;
+    struct DWELL_CORE_LOCAL Chunk;
     void* take_pages(size_t n_pages, std::string_view what);  // throws
     void* map_aligned(size_t bytes) const;                    // MAP_FAILED on failure
     void give_back(void* ptr, size_t bytes, MemoryUse use) noexcept;

@@ -16,19 +16,20 @@
 #include <string_view>
 #include <vector>
 
+#include "dwell/core/backend/plugin_loader.hpp"
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/graph/graph_builder.hpp"
 #include "dwell/core/model/load_progress.hpp"
 #include "dwell/core/model/model_source.hpp"
-#include "dwell/core/backend/plugin_loader.hpp"
-#include "dwell/core/text/tokenizer.hpp"
 #include "dwell/core/model/weight_streamer.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "dwell/model.h"
 
 namespace dwell {
 
 class Runtime;
 
-class Model {
+class DWELL_CORE_API Model {
 public:
     // Throws dwell::Error with one line naming the file and the fault.
     // `progress` hears how far reading pinned weights has come (stream mode).

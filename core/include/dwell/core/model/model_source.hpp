@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/text/tokenizer.hpp"
 #include "dwell/model.h"
 #include "dwell/tensor.h"
@@ -49,7 +50,7 @@ struct SourceTensor {
 // through `stored` verifies them.
 enum class TensorData { Resident, Deferred };
 
-class ModelSource {
+class DWELL_CORE_API ModelSource {
 public:
     virtual ~ModelSource() = default;
 
@@ -80,8 +81,8 @@ public:
 };
 
 // Opens a GGUF file or a dwell pack; throws dwell::Error naming the file.
-std::unique_ptr<ModelSource> open_model_source(const std::filesystem::path& path,
-                                               TensorData data = TensorData::Resident);
+DWELL_CORE_API std::unique_ptr<ModelSource> open_model_source(
+    const std::filesystem::path& path, TensorData data = TensorData::Resident);
 
 // The GGUF implementation (exposed for tools such as convert).
 class GgufFile;

@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/formats/pack_layout.hpp"
 #include "dwell/core/model/model_source.hpp"
 
@@ -41,7 +42,7 @@ struct PackLimits {
     uint64_t max_decompressed_bytes = uint64_t{1} << 40;
 };
 
-class PackSource : public ModelSource {
+class DWELL_CORE_API PackSource : public ModelSource {
 public:
     virtual const std::vector<PackTensorStorage>& storage() const = 0;
     // The embedded serialized sentencepiece model; empty when there is none.
@@ -49,9 +50,8 @@ public:
 };
 
 // Throws dwell::Error (DWELL_ERR_IO / DWELL_ERR_CORRUPT) naming the file and tensor.
-std::unique_ptr<PackSource> open_pack_source(const std::filesystem::path& path,
-                                             const PackLimits& limits = {},
-                                             TensorData data = TensorData::Resident);
-
+DWELL_CORE_API std::unique_ptr<PackSource> open_pack_source(const std::filesystem::path& path,
+                                                            const PackLimits& limits = {},
+                                                            TensorData data = TensorData::Resident);
 
 }  // namespace dwell

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/graph/graph.hpp"
 #include "dwell/core/memory/memory_pool.hpp"
 #include "dwell/core/model/load_progress.hpp"
@@ -70,7 +71,7 @@ struct WeightStreamStats {
     bool direct_io = false;
 };
 
-class WeightStreamer {
+class DWELL_CORE_API WeightStreamer {
 public:
     // `names`: the tensors the model binds. Throws dwell::Error with one line
     // when the budget cannot hold the largest unit (plus the pinned ones)
@@ -98,7 +99,7 @@ public:
     std::string describe() const;
 
 private:
-    struct Impl;
+    struct DWELL_CORE_LOCAL Impl;
     std::unique_ptr<Impl> impl_;
 };
 

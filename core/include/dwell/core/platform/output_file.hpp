@@ -31,9 +31,11 @@
 #include <string>
 #include <string_view>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell {
 
-class OutputFile {
+class DWELL_CORE_API OutputFile {
 public:
     // Refuses a target that is not a regular file, cleans up stale
     // temporaries and creates this writer's temporary.
@@ -84,17 +86,19 @@ private:
 // exist (so hard links and symbolic links count), else the same
 // weakly_canonical path. Never throws; a path that cannot be examined is
 // compared by its text alone.
-bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) noexcept;
+DWELL_CORE_API bool same_file(const std::filesystem::path& a,
+                              const std::filesystem::path& b) noexcept;
 
 // Throws dwell::Error(DWELL_ERR_INVALID_ARGUMENT) "<output> is <what_input>:
 // writing it would destroy it" when `output` is the same file as `input`:
 // an output is renamed over its target, so writing over an input (even a
 // read-only one) would replace what was just read.
-void refuse_output_over_input(const std::filesystem::path& output,
-                              const std::filesystem::path& input, const std::string& what_input);
+DWELL_CORE_API void refuse_output_over_input(const std::filesystem::path& output,
+                                             const std::filesystem::path& input,
+                                             const std::string& what_input);
 
 // Writes `text` to `target` through an OutputFile.
-void write_output_file(const std::filesystem::path& target, std::string_view text,
-                       mode_t mode = 0644);
+DWELL_CORE_API void write_output_file(const std::filesystem::path& target, std::string_view text,
+                                      mode_t mode = 0644);
 
 }  // namespace dwell

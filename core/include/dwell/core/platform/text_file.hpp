@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell {
 
 // 256 MiB: far above any evaluation text (wikitext-2's test split is 1.3 MB)
@@ -19,7 +21,7 @@ inline constexpr uint64_t kMaxTokenizerModelBytes = uint64_t{64} << 20;
 // Throws dwell::Error (DWELL_ERR_IO when the file cannot be read,
 // DWELL_ERR_INVALID_ARGUMENT when it is larger than max_bytes) naming the
 // file, `what` it is ("the text file (-f)") and the limit.
-std::string read_text_file(const std::filesystem::path& path, std::string_view what,
-                           uint64_t max_bytes = kMaxTextFileBytes);
+DWELL_CORE_API std::string read_text_file(const std::filesystem::path& path, std::string_view what,
+                                          uint64_t max_bytes = kMaxTextFileBytes);
 
 }  // namespace dwell

@@ -12,27 +12,29 @@
 // and use its context and the host's services until then.
 #pragma once
 
-#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dwell/backend.h"
 #include "dwell/core/backend/backend.hpp"
-#include "dwell/core/kv/kv_page_pool.hpp"
-#include "dwell/core/kv/kv_prefix_cache.hpp"
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/config/manifest.hpp"
-#include "dwell/core/config/manifest_choice.hpp"
 #include "dwell/core/memory/memory_pool.hpp"
-#include "dwell/core/backend/plugin_loader.hpp"
-#include "dwell/core/runtime/runtime_thermal.hpp"
-#include "dwell/core/thermal/thermal_sensors.hpp"
 
 namespace dwell {
+
+// Handed out by reference only: callers that use them include their headers.
+struct DeviceFacts;
+struct ManifestCandidate;
+struct ThermalState;
+class KvPagePool;
+class KvPrefixCache;
 
 // The KV page space when no memory budget is set and the device's memory
 // cannot be read (no readable proc/meminfo under the device root): about
@@ -59,37 +61,35 @@ struct RuntimeOptions {
     bool require_backend = true;  // false: a runtime with no usable backend (for reports)
 };
 
-class Runtime {
+class DWELL_CORE_API Runtime {
 public:
     explicit Runtime(const RuntimeOptions& options = {});
     ~Runtime();
     Runtime(const Runtime&) = delete;
     Runtime& operator=(const Runtime&) = delete;
 
-    const Manifest& manifest() const { return manifest_; }
-    const std::string& manifest_choice() const { return manifest_choice_; }  // why this manifest
+    const Manifest& manifest() const;
+    const std::string& manifest_choice() const;  // why this manifest
     // Filled when the manifest was chosen by detection (not --manifest).
-    const DeviceFacts& device_facts() const { return device_facts_; }
-    const std::vector<ManifestCandidate>& manifest_candidates() const {
-        return manifest_candidates_;
-    }
-    MemoryPool& pool() { return *pool_; }
-    const MemoryPool& pool() const { return *pool_; }
+    const DeviceFacts& device_facts() const;
+    const std::vector<ManifestCandidate>& manifest_candidates() const;
+    MemoryPool& pool();
+    const MemoryPool& pool() const;
     // The pages of every session's KV cache (shared prefixes share pages).
-    KvPagePool& kv_pages() { return *kv_pages_; }
+    KvPagePool& kv_pages();
     // Pages of earlier prompts that new sessions may adopt.
-    KvPrefixCache& kv_prefixes() { return *kv_prefixes_; }
+    KvPrefixCache& kv_prefixes();
     // A number no other Model of this runtime has had (keys the prefix cache).
-    uint64_t next_model_id() { return ++model_ids_; }
+    uint64_t next_model_id();
     // A Model is being unloaded: its cached prefixes go.
-    void forget_model(uint64_t model_id) const { kv_prefixes_->forget_model(model_id); }
+    void forget_model(uint64_t model_id) const;
     // Gives bytes charged to the pool back (a Model's weights on unload).
-    void uncharge(uint64_t bytes, MemoryUse use) const { pool_->uncharge(bytes, use); }
-    PluginLoader& loader() { return *loader_; }
-    const dwell_host_services* host_services() const { return &services_; }
-    const std::vector<std::unique_ptr<Backend>>& backends() const { return backends_; }
-    const std::vector<BackendChoice>& backend_choices() const { return choices_; }
-    bool strict() const { return strict_; }
+    void uncharge(uint64_t bytes, MemoryUse use) const;
+    PluginLoader& loader();
+    const dwell_host_services* host_services() const;
+    const std::vector<std::unique_ptr<Backend>>& backends() const;
+    const std::vector<BackendChoice>& backend_choices() const;
+    bool strict() const;
     // Memory the system and the process's cgroup can still give, read under
     // the device root (RuntimeOptions::device_root); 0 when unknown.
     uint64_t available_memory() const;
@@ -120,32 +120,13 @@ public:
 
     // Expires with the runtime: lets a Model that outlives it skip telling
     // backends that no longer exist.
-    std::weak_ptr<const Runtime*> lifetime() const { return lifetime_; }
+    std::weak_ptr<const Runtime*> lifetime() const;
 
 private:
-    void choose_manifest(const RuntimeOptions& options);
-    void select_backends(const RuntimeOptions& options);
-    void start_thermal(const RuntimeOptions& options);
-
-    Manifest manifest_;
-    std::string manifest_choice_;
-    DeviceFacts device_facts_;
-    std::vector<ManifestCandidate> manifest_candidates_;
-    std::unique_ptr<MemoryPool> pool_;
-    std::unique_ptr<KvPagePool> kv_pages_;        // after pool_: goes first
-    std::unique_ptr<KvPrefixCache> kv_prefixes_;  // holds pages: goes before kv_pages_
-    std::atomic<uint64_t> model_ids_{0};
-    dwell_host_services services_{};
-    std::unique_ptr<PluginLoader> loader_;
-    std::vector<std::unique_ptr<Backend>> backends_;
-    std::vector<BackendChoice> choices_;
-    bool strict_ = false;
-    std::filesystem::path memory_root_ = "/";  // where /proc and /sys are read
-    // After backends_: stops (and restores the device) before they go.
-    std::unique_ptr<ThermalSensors> thermal_sensors_;
-    std::unique_ptr<RuntimeThermal> thermal_;
-    std::unique_ptr<ThermalGovernor> governor_;
-    std::shared_ptr<const Runtime*> lifetime_ = std::make_shared<const Runtime*>(this);
+    // The manifest, pool, plugins, backends and thermal governor: kept out
+    // of this header so that hosts compile against the interface alone.
+    struct DWELL_CORE_LOCAL Impl;
+    std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace dwell

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/kv/context_shift.hpp"
 #include "dwell/core/kv/kv_cache.hpp"
 #include "dwell/core/memory/memory_pool.hpp"
@@ -64,16 +65,16 @@ struct SessionExtras {
 // name, type and shape, and its bytes' checksum where the file keeps one,
 // else its first and last 4 KiB. Stored in session files so a session
 // never restores into other weights of the same shape.
-uint64_t session_weights_fingerprint(const Model& model);
+DWELL_CORE_API uint64_t session_weights_fingerprint(const Model& model);
 
 // The context a session gets when `requested` is asked for (0: the
 // model's training context, capped at 4096). Throws naming --ctx when it is
 // negative or above kSessionMaxContext; a context longer than the model's
 // training context is allowed, with a warning. Whether its KV cache fits
 // the memory is checked when the session is made.
-int32_t session_context_size(const dwell_model_info& info, int32_t requested);
+DWELL_CORE_API int32_t session_context_size(const dwell_model_info& info, int32_t requested);
 
-class Session {
+class DWELL_CORE_API Session {
 public:
     Session(Runtime& runtime, std::shared_ptr<const Model> model,
             const SessionOptions& options = {});

@@ -11,9 +11,11 @@
 #include <string>
 #include <string_view>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell::bpe {
 
-uint32_t byte_code_point(uint8_t byte);
+DWELL_CORE_API uint32_t byte_code_point(uint8_t byte);
 // The byte a code point of the alphabet stands for; nullopt for any other.
 std::optional<uint8_t> code_point_byte(uint32_t code_point);
 
@@ -21,7 +23,7 @@ std::optional<uint8_t> code_point_byte(uint32_t code_point);
 void append_utf8(uint32_t code_point, std::string& out);
 
 // Raw bytes -> alphabet text ("a b" -> "aĠb").
-std::string bytes_to_alphabet(std::string_view bytes);
+DWELL_CORE_API std::string bytes_to_alphabet(std::string_view bytes);
 // Alphabet text -> raw bytes; nullopt when `text` is not well-formed UTF-8
 // or holds a character outside the alphabet.
 std::optional<std::string> alphabet_to_bytes(std::string_view text);

@@ -16,16 +16,18 @@
 #include <string>
 #include <string_view>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell::bpe {
 
 enum class PreTokenizerKind { gpt2, qwen2 };
 
 // The kind a tokenizer.ggml.pre value selects; nullopt when unsupported.
-std::optional<PreTokenizerKind> pre_tokenizer_kind(std::string_view pre);
+DWELL_CORE_API std::optional<PreTokenizerKind> pre_tokenizer_kind(std::string_view pre);
 // The supported tokenizer.ggml.pre values, for messages: "'gpt-2', ...".
-std::string supported_pre_tokenizers();
+DWELL_CORE_API std::string supported_pre_tokenizers();
 
-class PreTokenizer {
+class DWELL_CORE_API PreTokenizer {
 public:
     explicit PreTokenizer(PreTokenizerKind kind);
     PreTokenizer(PreTokenizer&&) noexcept;
@@ -40,7 +42,7 @@ public:
     void split(std::string_view text, const std::function<void(std::string_view)>& on_word) const;
 
 private:
-    struct Pattern;
+    struct DWELL_CORE_LOCAL Pattern;
     std::unique_ptr<Pattern> pattern_;
 };
 

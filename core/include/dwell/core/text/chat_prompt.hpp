@@ -14,13 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/text/chat_template.hpp"
 
 namespace dwell {
 
 class Tokenizer;
 
-class ChatPrompt {
+class DWELL_CORE_API ChatPrompt {
 public:
     ChatPrompt(const Tokenizer& tokenizer, ChatTemplate chat_template);
 

@@ -45,6 +45,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/model.h"
 
 namespace dwell {
@@ -58,7 +59,7 @@ struct ChatMessage {
     std::string content;
 };
 
-class ChatTemplate {
+class DWELL_CORE_API ChatTemplate {
 public:
     // The family called `name` (a known name or an alias such as "llama-3",
     // "qwen2", "gemma3", "mistral-v1", "tinyllama"; case-insensitive).
@@ -153,6 +154,6 @@ private:
 // The model's tokenizer.chat_template metadata string (for GGUF files and
 // dwell packs alike: pass Model::source().metadata()); empty when the key is
 // absent or not a string.
-std::string chat_template_text(const dwell_metadata& metadata);
+DWELL_CORE_API std::string chat_template_text(const dwell_metadata& metadata);
 
 }  // namespace dwell

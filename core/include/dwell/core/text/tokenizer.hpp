@@ -27,11 +27,13 @@
 #include <string_view>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
+
 namespace dwell {
 
 class GgufFile;
 
-class Tokenizer {
+class DWELL_CORE_API Tokenizer {
 public:
     static Tokenizer from_gguf(const GgufFile& file);  // throws dwell::Error
     static Tokenizer from_model_file(const std::filesystem::path& path);
@@ -75,7 +77,7 @@ public:
 
 private:
     friend class StreamDecoder;  // shares decode()'s per-token tables
-    struct Impl;
+    struct DWELL_CORE_LOCAL Impl;
     explicit Tokenizer(std::unique_ptr<Impl> impl);
     static Tokenizer from_bpe_gguf(const GgufFile& file);
     std::unique_ptr<Impl> impl_;
@@ -84,14 +86,14 @@ private:
 // A sentencepiece error message as one line a user can act on: without
 // the library's source location and check expression, and with the common
 // failures named ("protobuf parse failed": not a model file at all).
-std::string sentencepiece_error_text(std::string_view message);
+DWELL_CORE_API std::string sentencepiece_error_text(std::string_view message);
 
 // Turns generated ids into text as they arrive: emits only whole UTF-8
 // characters, drops the dummy-prefix space of the first piece (SPM only:
 // BPE adds none, so a leading space is real), and prints nothing for
 // control tokens. Concatenating every push() and finish() equals
 // tokenizer.decode(all ids).
-class StreamDecoder {
+class DWELL_CORE_API StreamDecoder {
 public:
     explicit StreamDecoder(const Tokenizer& tokenizer, bool strip_leading_space = true);
     std::string push(int32_t id);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/thermal/pid_controller.hpp"
 
 namespace dwell {
@@ -63,7 +64,7 @@ struct ThermalActions {
     bool operator==(const ThermalActions&) const = default;
 };
 
-class ThermalPolicy {
+class DWELL_CORE_API ThermalPolicy {
 public:
     explicit ThermalPolicy(const ThermalConfig& config);
     // One period: dt_s seconds since the last step.
@@ -97,7 +98,7 @@ private:
 
 // The policy dwell is compared with: stop generating at the hard limit,
 // resume 5 degrees below it.
-class StopAndGoPolicy {
+class DWELL_CORE_API StopAndGoPolicy {
 public:
     explicit StopAndGoPolicy(const ThermalConfig& config) : limit_c_(config.limit_c) {}
     ThermalActions step(const ThermalReading& reading, double dt_s);
