@@ -753,8 +753,14 @@ void WeightStreamer::run(const Graph& graph, const dwell_graph& cg, int32_t firs
                     if (s.role != TensorRole::Weight || s.tensor.name == nullptr) continue;
                     auto it = m.where.find(s.tensor.name);
                     if (it == m.where.end() || it->second.first != u) continue;
-                    dwell_graph_tensor(&cg, id)->data =
+                    uint8_t* data =
                         base + m.units[static_cast<size_t>(u)].places[it->second.second].data;
+                    dwell_graph_tensor(&cg, id)->data = data;
+                    // A row view of the weight (weight_rows) reads from inside it.
+                    const int32_t in = node.inputs[i];
+                    if (in != id)
+                        dwell_graph_tensor(&cg, in)->data =
+                            data + graph.slots[static_cast<size_t>(in)].view_offset;
                 }
             }
         }

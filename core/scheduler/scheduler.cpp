@@ -78,6 +78,14 @@ bool attends_over_fp8_keys(const dwell_graph& g, const dwell_node& node) {
     return cache != nullptr && cache->dtype == DWELL_FP8_E4M3;
 }
 
+// ABI 1.5 added ROPE's frequency factors (in2) and attention factor
+// (fparams[2]; 0 and 1 mean none).
+bool ropes_with_factors(const dwell_node& node) {
+    if (node.op != DWELL_OP_ROPE) return false;
+    const float attn_factor = node.fparams[2];
+    return node.n_inputs > 2 || (attn_factor != 0.0f && attn_factor != 1.0f);
+}
+
 // Why a backend must not get a node its ABI minor predates, or "".
 std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const Backend& be) {
     const uint32_t minor = be.plugin().info().abi_minor;
@@ -89,6 +97,9 @@ std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const 
     } else if (minor < 4 && attends_over_fp8_keys(g, node)) {
         what = "the FP8 key encoding";
         since = "1.4";
+    } else if (minor < 5 && ropes_with_factors(node)) {
+        what = "RoPE frequency factors";
+        since = "1.5";
     }
     if (what == nullptr) return "";
     return be.label() + ": built against dwell ABI " + be.plugin().abi_version() +

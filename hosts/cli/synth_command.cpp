@@ -26,7 +26,7 @@ int synth_command(const std::vector<std::string>& args) {
     po::options_description desc("dwell synth");
     // clang-format off
     desc.add_options()
-        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma or mixtral")
+        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma, mixtral, llama3 or phi3")
         ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "attention head size (0: n-embd / n-head)")
         ("n-expert", po::value(&spec.n_expert)->default_value(8), "mixtral: experts per layer")
         ("n-expert-used", po::value(&spec.n_expert_used)->default_value(2), "mixtral: experts each token uses")
@@ -37,6 +37,8 @@ int synth_command(const std::vector<std::string>& args) {
         ("n-ff", po::value(&spec.n_ff)->default_value(spec.n_ff), "feed-forward width")
         ("n-vocab", po::value(&spec.n_vocab)->default_value(spec.n_vocab), "vocabulary size (generated vocab)")
         ("ctx", po::value(&spec.n_ctx)->default_value(spec.n_ctx), "training context length")
+        ("n-rot", po::value(&spec.n_rot), "phi3: rotated dims per head (default: 3/4 of the head, even)")
+        ("ctx-orig", po::value(&spec.n_ctx_orig)->default_value(0), "phi3: LongRoPE's original context (0: ctx / 4)")
         ("tied", po::bool_switch(&spec.tied_output), "share the embedding as the output layer")
         ("type", po::value(&type)->default_value("f32"), "weight type: f32, f16, q8_0, q4_0")
         ("vocab", po::value(&vocab), "take the vocabulary from this sentencepiece .model file")
@@ -50,8 +52,10 @@ int synth_command(const std::vector<std::string>& args) {
         spec.family = parse_synthetic_family(arch);
     } catch (const Error&) {
         throw po::error("--arch '" + arch +
-                        "' is not a model family (llama, qwen2, gemma, mixtral)");
+                        "' is not a model family (llama, qwen2, gemma, mixtral, llama3, phi3)");
     }
+    // Llama 3's base; its factors are derived from it.
+    if (spec.family == SyntheticFamily::llama3) spec.rope_freq_base = 500000.0f;
     for (const auto& [flag, value] : {std::pair{"--n-embd", spec.n_embd},
                                       {"--n-layer", spec.n_layer},
                                       {"--n-head", spec.n_head},
@@ -64,6 +68,15 @@ int synth_command(const std::vector<std::string>& args) {
     }
     if (spec.head_dim < 0)
         throw po::error("--head-dim " + std::to_string(spec.head_dim) + " must be >= 0");
+    if (vm.count("n-rot") && spec.family != SyntheticFamily::phi3)
+        throw po::error("--n-rot is for --arch phi3");
+    if (spec.n_ctx_orig < 0 || (spec.n_ctx_orig != 0 && spec.family != SyntheticFamily::phi3))
+        throw po::error("--ctx-orig must be >= 0 and is for --arch phi3");
+    if (spec.family == SyntheticFamily::phi3 && !vm.count("n-rot")) {
+        const int64_t head = spec.head_dim > 0 ? spec.head_dim : spec.n_embd / spec.n_head;
+        spec.n_rot = head * 3 / 4 / 2 * 2;  // partial rotary, as Phi-4-mini
+    }
+    if (spec.n_rot < 0) throw po::error("--n-rot " + std::to_string(spec.n_rot) + " must be >= 0");
     if (!vocab.empty()) check_input_file({"--vocab", vocab});
     check_output_not_input({"-o", out}, {{"--vocab", vocab}});
     if (spec.family != SyntheticFamily::mixtral) spec.n_expert = spec.n_expert_used = 0;

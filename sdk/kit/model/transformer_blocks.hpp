@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/graph_builder.hpp"
@@ -21,6 +22,12 @@ struct AttentionOptions {
     int32_t rope_mode = DWELL_ROPE_NORM;  // DWELL_ROPE_NORM or DWELL_ROPE_NEOX
     float scale = 0.0f;                   // 0: 1 / sqrt(head_dim)
     bool qkv_bias = false;                // blk.L.attn_{q,k,v}.bias are read
+    // The file's tensor of RoPE frequency factors [n_rot/2] (ABI 1.5), used
+    // when the file has it: "rope_freqs.weight" (Llama 3); empty: none.
+    std::string rope_factors;
+    // One blk.L.attn_qkv.weight [n_embd, q + 2 kv] holds the Q, K and V rows
+    // in that order (Phi-3); its parts are row views (ABI 1.5 weight_rows).
+    bool fused_qkv = false;
 };
 
 // Self-attention of `layer` on its normalised input x [n_embd, T]: Q/K/V
@@ -32,6 +39,9 @@ int32_t self_attention(const Builder& b, const TransformerHParams& h, int32_t la
 // The tensors self_attention reads for `layer` (attn_norm not included).
 void add_attention_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h, int32_t layer,
                            bool qkv_bias);
+// The same for the options' layout (fused or separate Q/K/V).
+void add_attention_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h, int32_t layer,
+                           const AttentionOptions& o);
 
 // How a dense gated feed-forward block combines its gate and up projections.
 enum class GatedActivation {
@@ -42,6 +52,12 @@ enum class GatedActivation {
 // The dense gated feed-forward block of `layer` on its normalised input x
 // [n_embd, T]: ffn_down(act(ffn_gate x, ffn_up x)) -> [n_embd, T].
 int32_t gated_feed_forward(const Builder& b, int32_t layer, int32_t x, GatedActivation act);
+// The same when blk.L.ffn_up.weight [n_embd, 2 n_ff] holds the gate rows,
+// then the up rows (Phi-3), read as row views (ABI 1.5 weight_rows).
+int32_t fused_gated_feed_forward(const Builder& b, const TransformerHParams& h, int32_t layer,
+                                 int32_t x, GatedActivation act);
+void add_fused_gated_feed_forward_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h,
+                                          int32_t layer);
 
 // The tensors gated_feed_forward reads for `layer` (ffn_norm not included).
 void add_gated_feed_forward_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h,

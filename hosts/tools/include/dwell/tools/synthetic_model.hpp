@@ -2,7 +2,10 @@
 // weights, so a model exists on any machine for demos, tests and
 // benchmarks. Families: llama (dense), qwen2 (biases on Q/K/V), gemma (its
 // own head size, always-tied output) and mixtral (GGUF architecture
-// "llama" with a mixture-of-experts FFN). The vocabulary is either taken
+// "llama" with a mixture-of-experts FFN), llama3 (GGUF architecture "llama"
+// with Llama 3's RoPE frequency factors in rope_freqs.weight) and phi3
+// (fused attn_qkv and gate/up ffn_up, partial rotary, LongRoPE short and
+// long factors with an attention factor). The vocabulary is either taken
 // from a sentencepiece .model file or generated: for qwen2 a byte-level BPE
 // one (synthetic_bpe_vocab.hpp, pre-tokenizer "qwen2"); otherwise control
 // tokens, 256 byte-fallback tokens, printable characters, common English
@@ -24,9 +27,9 @@
 
 namespace dwell {
 
-enum class SyntheticFamily { llama, qwen2, gemma, mixtral };
+enum class SyntheticFamily { llama, qwen2, gemma, mixtral, llama3, phi3 };
 
-// "llama", "qwen2", "gemma", "mixtral".
+// "llama", "qwen2", "gemma", "mixtral", "llama3", "phi3".
 const char* synthetic_family_name(SyntheticFamily f);
 // Throws dwell::Error naming the accepted names for an unknown one.
 SyntheticFamily parse_synthetic_family(std::string_view name);
@@ -46,6 +49,11 @@ struct SyntheticModelSpec {
     int64_t n_expert = 0;       // mixtral: experts per layer (2..256)
     int64_t n_expert_used = 0;  // mixtral: experts each token uses (1..n_expert)
     float rope_freq_base = 10000.0f;
+    // phi3: rope.dimension_count, the rotated dims of each head (0: all).
+    int64_t n_rot = 0;
+    // phi3: rope.scaling.original_context_length (0: n_ctx / 4); a session
+    // whose context exceeds it uses the long factors.
+    int64_t n_ctx_orig = 0;
     float rms_eps = 1e-5f;
     bool tied_output = false;       // gemma is always tied
     dwell_dtype dtype = DWELL_F32;  // matrices; norms, biases and routers stay F32
