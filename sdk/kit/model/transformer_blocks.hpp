@@ -24,7 +24,7 @@ struct AttentionOptions {
     bool qkv_bias = false;                // blk.L.attn_{q,k,v}.bias are read
     // The file's tensor of RoPE frequency factors [n_rot/2] (ABI 1.5), used
     // when the file has it: "rope_freqs.weight" (Llama 3); empty: none.
-    std::string rope_factors;
+    std::string rope_factors{};
     // One blk.L.attn_qkv.weight [n_embd, q + 2 kv] holds the Q, K and V rows
     // in that order (Phi-3); its parts are row views (ABI 1.5 weight_rows).
     bool fused_qkv = false;
