@@ -200,5 +200,28 @@ TEST(Phi3LongRope, TheSessionContextChoosesShortOrLongFactors) {
     EXPECT_EQ(long_ctx, long_too);
 }
 
+// Hostile or incomplete phi3 files are refused in one line naming what is
+// wrong: a missing RMSNorm epsilon, a fused weight of the wrong shape.
+TEST(Phi3Plugin, RefusesAFileMissingItsEpsilonOrWithAWrongFusedWeight) {
+    TempDir tmp;
+    const fs::path good = tmp.path() / "phi3.gguf";
+    SyntheticModelSpec spec = llama3_phi3_spec(SyntheticFamily::phi3);
+    write_synthetic_model(spec, good);
+    ASSERT_EQ(model_load_error(good), "");
+
+    const auto no_eps = edited_gguf_copy(good, {.key = "phi3.attention.layer_norm_rms_epsilon"},
+                                         tmp.path() / "no_eps.gguf");
+    const std::string e1 = model_load_error(no_eps);
+    EXPECT_NE(e1.find("phi3.attention.layer_norm_rms_epsilon"), std::string::npos) << e1;
+    EXPECT_EQ(e1.find('\n'), std::string::npos) << e1;
+
+    // More KV heads in the metadata than the fused weight holds rows for.
+    const auto wide = edited_gguf_copy(good, {.key = "phi3.attention.head_count_kv", .value = 4},
+                                       tmp.path() / "wide.gguf");
+    const std::string e2 = model_load_error(wide);
+    EXPECT_NE(e2.find("blk.0.attn_qkv.weight"), std::string::npos) << e2;
+    EXPECT_EQ(e2.find('\n'), std::string::npos) << e2;
+}
+
 }  // namespace
 }  // namespace dwell::test

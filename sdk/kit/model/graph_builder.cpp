@@ -35,9 +35,9 @@ int32_t Builder::weight_rows(const std::string& name, int64_t first, int64_t n) 
     // The kit also builds against older SDK headers (the frozen 1.0 sample).
 #if DWELL_ABI_MINOR >= 5
     if (DWELL_HAS_FIELD(&b_, dwell_graph_builder, weight_rows) && b_.weight_rows != nullptr)
-        return check(b_.weight_rows(b_.self, name.c_str(), first, n),
-                     "rows " + std::to_string(first) + ".." + std::to_string(first + n) + " of " +
-                         name);
+        return check(
+            b_.weight_rows(b_.self, name.c_str(), first, n),
+            "rows " + std::to_string(first) + ".." + std::to_string(first + n) + " of " + name);
 #else
     (void)first;
     (void)n;

@@ -150,14 +150,19 @@ BpeVocab llama3_vocab(BpeVocab v) {
     const auto has = [&](const std::string& t) {
         return std::find(v.tokens.begin(), v.tokens.end(), t) != v.tokens.end();
     };
-    for (const auto& [left, right] : {std::pair<std::string, std::string>{"1", "2"}, {"12", "3"},
-                                      {"4", "5"}, {"45", "6"}, {"0", "0"}, {"00", "0"}}) {
+    for (const auto& [left, right] : {std::pair<std::string, std::string>{"1", "2"},
+                                      {"12", "3"},
+                                      {"4", "5"},
+                                      {"45", "6"},
+                                      {"0", "0"},
+                                      {"00", "0"}}) {
         if (has(left + right)) continue;
         v.tokens.push_back(left + right);
         v.types.push_back(1);
         v.merges.push_back(left + " " + right);
     }
-    for (const char* word : {"multiple", "\xC4\xA0" "between", "\xC4\xA0" "and"}) {
+    const std::string space = "\xC4\xA0";  // the byte alphabet's space
+    for (const std::string& word : {std::string("multiple"), space + "between", space + "and"}) {
         if (has(word)) continue;
         v.tokens.push_back(word);
         v.types.push_back(1);
