@@ -200,6 +200,32 @@ TEST(Phi3LongRope, TheSessionContextChoosesShortOrLongFactors) {
     EXPECT_EQ(long_ctx, long_too);
 }
 
+// The fused weights' row views follow a streamed weight to wherever the
+// streamer put it this pass: streamed logits equal mapped ones.
+TEST(Phi3Plugin, StreamedFusedWeightsGiveTheMappedLogits) {
+    TempDir tmp;
+    const fs::path gguf = tmp.path() / "phi3.gguf";
+    write_synthetic_model(llama3_phi3_spec(SyntheticFamily::phi3), gguf);
+    const std::vector<int32_t> ids = {1, 404, 805, 185, 586, 987, 367, 768};
+    const auto logits = [&](const std::string& weights, int budget_kib) {
+        RuntimeOptions o;
+        o.manifest = tmp.write("m-" + weights + ".toml",
+                               "[[backend]]\nplugin = \"cpu\"\n[memory]\nweights = \"" + weights +
+                                   "\"\npin_auto = false\nprefetch_layers = 1\n");
+        if (budget_kib > 0) o.weight_budget_bytes = static_cast<uint64_t>(budget_kib) << 10;
+        Runtime rt(o);
+        auto model = Model::load(rt, gguf);
+        EXPECT_EQ(model->streamer() != nullptr, weights == "stream");
+        SessionOptions so;
+        so.kv_dtype = DWELL_F32;
+        Session s(rt, model, so);
+        const auto l = s.decode(ids, true);
+        return std::vector<float>(l.begin(), l.end());
+    };
+    // 1.5 MiB of the 2.2 MiB file: layers take turns.
+    EXPECT_EQ(logits("stream", 1536), logits("mmap", 0));
+}
+
 // Hostile or incomplete phi3 files are refused in one line naming what is
 // wrong: a missing RMSNorm epsilon, a fused weight of the wrong shape.
 TEST(Phi3Plugin, RefusesAFileMissingItsEpsilonOrWithAWrongFusedWeight) {
