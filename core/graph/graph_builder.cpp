@@ -87,6 +87,10 @@ GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup cache
     c_.weight = [](void* self, const char* name) {
         return guarded(self, [&](GraphBuilder& b) { return name ? b.weight(name) : -1; });
     };
+    c_.weight_rows = [](void* self, const char* name, int64_t first, int64_t n) {
+        return guarded(self,
+                       [&](GraphBuilder& b) { return name ? b.weight_rows(name, first, n) : -1; });
+    };
     c_.kv_cache = [](void* self, int32_t layer, int32_t which) {
         return guarded(self, [&](GraphBuilder& b) { return b.kv_cache(layer, which); });
     };
@@ -170,6 +174,29 @@ int32_t GraphBuilder::weight(std::string_view name) {
     const dwell_tensor* w = weights_ ? weights_(name) : nullptr;
     if (!w) return -1;
     return graph_.add_tensor(*w, TensorRole::Weight, std::string(name));
+}
+
+int32_t GraphBuilder::weight_rows(std::string_view name, int64_t first, int64_t n) {
+    const int32_t root = weight(name);
+    if (root < 0) return -1;
+    const dwell_tensor& w = graph_.slots[static_cast<size_t>(root)].tensor;
+    if (w.ne[2] != 1 || w.ne[3] != 1 || first < 0 || n <= 0 || first > w.ne[1] - n) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "graph: rows [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
+                        std::to_string(n) + ") of weight '" + std::string(name) + "' " +
+                        shape_str(w) + " are out of range");
+    }
+    dwell_tensor t = w;
+    t.name = nullptr;
+    t.ne[1] = n;
+    for (int d = 2; d < DWELL_MAX_DIMS; ++d)
+        t.nb[d] = t.nb[d - 1] * static_cast<uint64_t>(t.ne[d - 1]);
+    const uint64_t offset = static_cast<uint64_t>(first) * w.nb[1];
+    if (t.data) t.data = static_cast<uint8_t*>(t.data) + offset;
+    const int32_t id = graph_.add_tensor(t, TensorRole::View, "");
+    graph_.slots[static_cast<size_t>(id)].view_of = root;
+    graph_.slots[static_cast<size_t>(id)].view_offset = offset;
+    return id;
 }
 
 int32_t GraphBuilder::kv_cache(int32_t layer, int32_t which) {
@@ -306,7 +333,9 @@ dwell_tensor GraphBuilder::OpCheck::swiglu() const {
 }
 
 dwell_tensor GraphBuilder::OpCheck::rope() const {
-    need(2);
+    // A third input, the frequency factors, since ABI 1.5.
+    if (in.size() != 2 && in.size() != 3)
+        fail(op, "takes 2 or 3 inputs, got " + std::to_string(in.size()));
     const auto& x = input(0, "rope");
     const auto& pos = input(1, "rope");
     f32(x, "x");
@@ -319,6 +348,14 @@ dwell_tensor GraphBuilder::OpCheck::rope() const {
         ip[1] > x.ne[0] || ip[1] % 2 != 0) {
         fail(op, "needs iparams {mode, n_rot} with an even n_rot <= head_dim " +
                      std::to_string(x.ne[0]));
+    }
+    if (in.size() == 3) {
+        const auto& factors = input(2, "rope");
+        f32(factors, "frequency factors");
+        if (!is_vector(factors) || factors.ne[0] != ip[1] / 2) {
+            fail(op, "frequency factors " + shape_str(factors) + " must be [" +
+                         std::to_string(ip[1] / 2) + "] (n_rot / 2)");
+        }
     }
     return make_tensor(DWELL_F32, x.n_dims, x.ne);
 }

@@ -41,7 +41,8 @@ double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// "blk.N." -> N; -1 for the embedding, -2 for everything else (the head).
+// "blk.N." -> N; -1 for the embedding, -3 for RoPE frequency factors, -2
+// for everything else (the head).
 int32_t layer_of(const std::string& name) {
     if (name.rfind("blk.", 0) == 0) {
         int32_t n = 0;
@@ -50,6 +51,9 @@ int32_t layer_of(const std::string& name) {
             n = n * 10 + (name[i] - '0');
         if (i > 4 && i < name.size() && name[i] == '.') return n;
     }
+    // Every layer's ROPE reads them: in the head's unit, each layer would
+    // need two units at once. Their own unit is tiny and always pinned.
+    if (name.rfind("rope_freqs", 0) == 0 || name.rfind("rope_factors", 0) == 0) return -3;
     return name.rfind("token_embd", 0) == 0 ? -1 : -2;
 }
 
@@ -198,7 +202,10 @@ WeightStreamer::Impl::Impl(const ModelSource& src, MemoryPool& pool,
         tensors.push_back(t);
     }
     const auto rank = [](int32_t layer) {
-        return layer == -1 ? int64_t{-1} : layer == -2 ? int64_t{1} << 40 : int64_t{layer};
+        return layer == -3   ? int64_t{-2}
+               : layer == -1 ? int64_t{-1}
+               : layer == -2 ? int64_t{1} << 40
+                             : int64_t{layer};
     };
     std::stable_sort(tensors.begin(), tensors.end(), [&](const auto* a, const auto* b) {
         return rank(layer_of(a->name)) < rank(layer_of(b->name));
@@ -210,6 +217,7 @@ WeightStreamer::Impl::Impl(const ModelSource& src, MemoryPool& pool,
             u.layer = layer;
             u.name = layer == -1   ? "embedding"
                      : layer == -2 ? "head"
+                     : layer == -3 ? "rope factors"
                                    : "layer " + std::to_string(layer);
             units.push_back(std::move(u));
         }
@@ -320,11 +328,17 @@ void WeightStreamer::Impl::plan_slots(const WeightStreamOptions& options, Memory
     allocate_slots(n_slots, options, pool);
 }
 
-// The layers [memory] pin_layers names; returns their buffer bytes.
+// The RoPE factors' unit (every layer reads it) and the layers [memory]
+// pin_layers names; returns their buffer bytes.
 uint64_t WeightStreamer::Impl::pin_listed_layers(const std::vector<int32_t>& layers) {
+    uint64_t pinned = 0;
+    for (Unit& u : units) {
+        if (u.layer != -3) continue;
+        u.pinned = true;
+        pinned += u.bytes;
+    }
     int32_t max_layer = -1;
     for (const Unit& u : units) max_layer = std::max(max_layer, u.layer);
-    uint64_t pinned = 0;
     for (const int32_t l : layers) {
         auto it =
             std::find_if(units.begin(), units.end(), [&](const Unit& u) { return u.layer == l; });
@@ -843,8 +857,14 @@ void WeightStreamer::run(const Graph& graph, const dwell_graph& cg, int32_t firs
                     if (s.role != TensorRole::Weight || s.tensor.name == nullptr) continue;
                     auto it = m.where.find(s.tensor.name);
                     if (it == m.where.end() || it->second.first != u) continue;
-                    dwell_graph_tensor(&cg, id)->data =
+                    uint8_t* data =
                         base + m.units[static_cast<size_t>(u)].places[it->second.second].data;
+                    dwell_graph_tensor(&cg, id)->data = data;
+                    // A row view of the weight (weight_rows) reads from inside it.
+                    const int32_t in = node.inputs[i];
+                    if (in != id)
+                        dwell_graph_tensor(&cg, in)->data =
+                            data + graph.slots[static_cast<size_t>(in)].view_offset;
                 }
             }
         }

@@ -80,6 +80,14 @@ bool uses_abi15_attention(const dwell_node& node) {
     return node.op == DWELL_OP_ATTENTION && (node.iparams[0] != 0 || node.fparams[1] != 0.0f);
 }
 
+// ABI 1.5 added ROPE's frequency factors (in2) and attention factor
+// (fparams[2]; 0 and 1 mean none).
+bool ropes_with_factors(const dwell_node& node) {
+    if (node.op != DWELL_OP_ROPE) return false;
+    const float attn_factor = node.fparams[2];
+    return node.n_inputs > 2 || (attn_factor != 0.0f && attn_factor != 1.0f);
+}
+
 // Why a backend must not get a node its ABI minor predates, or "".
 std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const Backend& be) {
     const uint32_t minor = be.plugin().info().abi_minor;
@@ -93,6 +101,9 @@ std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const 
         since = "1.4";
     } else if (minor < 5 && uses_abi15_attention(node)) {
         what = "sliding-window and soft-capped attention";
+        since = "1.5";
+    } else if (minor < 5 && ropes_with_factors(node)) {
+        what = "RoPE frequency factors";
         since = "1.5";
     }
     if (what == nullptr) return "";

@@ -342,7 +342,7 @@ void Session::build_step_graph(Graph& graph, int32_t n_tokens, int32_t n_out) co
     GraphBuilder builder(
         graph, [this](std::string_view name) { return model_->weight(name); },
         [this](int32_t layer, int32_t which) { return kv_.tensor(layer, which); });
-    dwell_batch batch{sizeof(dwell_batch), n_tokens, n_out};
+    dwell_batch batch{sizeof(dwell_batch), n_tokens, n_out, static_cast<int32_t>(kv_.n_ctx())};
     model_->build_graph(builder, batch);
     if (graph.output < 0)
         throw Error(DWELL_ERR_INTERNAL, "the model plugin built a graph without an output");
@@ -403,7 +403,9 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
             graph.slots[i].tensor.data = base + plan.offset[i];
     }
     for (auto& slot : graph.slots) {
-        if (slot.role == TensorRole::View) slot.tensor.data = graph.slots[slot.view_of].tensor.data;
+        if (slot.role != TensorRole::View) continue;
+        auto* data = static_cast<uint8_t*>(graph.slots[slot.view_of].tensor.data);
+        slot.tensor.data = data ? data + slot.view_offset : nullptr;
     }
 
     scheduler_.run(graph, placement, model_->streamer());

@@ -19,7 +19,7 @@ struct PreName {
 
 // tokenizer.ggml.pre values of GGUF files whose pre-tokenizer is one of our
 // two patterns and whose encoding needs nothing else.
-constexpr std::array<PreName, 10> kPreNames = {{
+constexpr std::array<PreName, 13> kPreNames = {{
     {"gpt-2", PreTokenizerKind::gpt2},
     {"phi-2", PreTokenizerKind::gpt2},
     {"roberta-bpe", PreTokenizerKind::gpt2},
@@ -30,6 +30,9 @@ constexpr std::array<PreName, 10> kPreNames = {{
     {"deepseek-r1-qwen", PreTokenizerKind::qwen2},
     {"stablelm2", PreTokenizerKind::qwen2},
     {"megrez", PreTokenizerKind::qwen2},
+    {"llama-bpe", PreTokenizerKind::llama3},
+    {"llama3", PreTokenizerKind::llama3},
+    {"llama-v3", PreTokenizerKind::llama3},
 }};
 
 // Unicode's White_Space property, as a class body: what \s means above.
@@ -44,6 +47,12 @@ constexpr const char* kGpt2Pattern =
 constexpr const char* kQwen2Pattern =
     "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
     "| ?[^" DWELL_BPE_SPACE "\\p{L}\\p{N}]+[\\r\\n]*|[" DWELL_BPE_SPACE
+    "]*[\\r\\n]+|[" DWELL_BPE_SPACE "]+(?![^" DWELL_BPE_SPACE "])|[" DWELL_BPE_SPACE "]+";
+
+// Qwen2's pattern with digits in runs of up to three (Llama 3).
+constexpr const char* kLlama3Pattern =
+    "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
+    "|\\p{N}{1,3}| ?[^" DWELL_BPE_SPACE "\\p{L}\\p{N}]+[\\r\\n]*|[" DWELL_BPE_SPACE
     "]*[\\r\\n]+|[" DWELL_BPE_SPACE "]+(?![^" DWELL_BPE_SPACE "])|[" DWELL_BPE_SPACE "]+";
 
 #undef DWELL_BPE_SPACE
@@ -134,7 +143,9 @@ struct PreTokenizer::Pattern {
 };
 
 PreTokenizer::PreTokenizer(PreTokenizerKind kind) : pattern_(std::make_unique<Pattern>()) {
-    const char* source = kind == PreTokenizerKind::gpt2 ? kGpt2Pattern : kQwen2Pattern;
+    const char* source = kind == PreTokenizerKind::gpt2    ? kGpt2Pattern
+                         : kind == PreTokenizerKind::qwen2 ? kQwen2Pattern
+                                                           : kLlama3Pattern;
     int error = 0;
     PCRE2_SIZE offset = 0;
     pattern_->code.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source), PCRE2_ZERO_TERMINATED,

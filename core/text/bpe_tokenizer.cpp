@@ -47,7 +47,7 @@ struct LaterCandidate {
 
 BpeTokenizer::BpeTokenizer(std::span<const std::string_view> tokens,
                            std::span<const std::string_view> merges, PreTokenizerKind pre)
-    : pre_(pre) {
+    : pre_(pre), ignore_merges_(pre == PreTokenizerKind::llama3) {
     single_byte_ids_.fill(-1);
     ids_.reserve(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
@@ -81,6 +81,12 @@ void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) cons
 
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
     if (word.empty()) return;
+    if (ignore_merges_) {
+        if (const auto it = ids_.find(std::string(word)); it != ids_.end()) {
+            out.push_back(it->second);
+            return;
+        }
+    }
     std::vector<Symbol> symbols(word.size());
     for (size_t i = 0; i < word.size(); ++i) {
         symbols[i] = Symbol{i, 1, static_cast<int>(i) - 1,

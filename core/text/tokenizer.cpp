@@ -682,7 +682,9 @@ Tokenizer Tokenizer::from_bpe_gguf(const GgufFile& file) {
     impl->unk = optional_id("tokenizer.ggml.unknown_token_id");
     optional_id("tokenizer.ggml.padding_token_id");  // only checked
     impl->add_dummy_prefix = false;
-    impl->add_bos = optional_int(file, "tokenizer.ggml.add_bos_token").value_or(0) != 0;
+    // Llama 3's vocabularies add BOS unless the file says otherwise.
+    impl->add_bos = optional_int(file, "tokenizer.ggml.add_bos_token")
+                        .value_or(*kind == bpe::PreTokenizerKind::llama3) != 0;
     impl->pieces.reserve(n);
     impl->bytes.reserve(n);
     impl->control.resize(n);

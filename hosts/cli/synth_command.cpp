@@ -26,7 +26,7 @@ int synth_command(const std::vector<std::string>& args) {
     po::options_description desc("dwell synth");
     // clang-format off
     desc.add_options()
-        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2 or gemma3")
+        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3, llama3 or phi3")
         ("sliding-window", po::value(&spec.sliding_window), "gemma2/3: window of the local layers (default 16)")
         ("swa-pattern", po::value(&spec.swa_pattern)->default_value(0), "gemma2/3: every Nth layer is global (0: the family's 2 / 6)")
         ("rope-base-swa", po::value(&spec.rope_freq_base_swa)->default_value(0.0f), "gemma2/3: RoPE base of the local layers (0: the family's)")
@@ -42,6 +42,8 @@ int synth_command(const std::vector<std::string>& args) {
         ("n-ff", po::value(&spec.n_ff)->default_value(spec.n_ff), "feed-forward width")
         ("n-vocab", po::value(&spec.n_vocab)->default_value(spec.n_vocab), "vocabulary size (generated vocab)")
         ("ctx", po::value(&spec.n_ctx)->default_value(spec.n_ctx), "training context length")
+        ("n-rot", po::value(&spec.n_rot), "phi3: rotated dims per head (default: 3/4 of the head, even)")
+        ("ctx-orig", po::value(&spec.n_ctx_orig)->default_value(0), "phi3: LongRoPE's original context (0: ctx / 4)")
         ("tied", po::bool_switch(&spec.tied_output), "share the embedding as the output layer")
         ("type", po::value(&type)->default_value("f32"), "weight type: f32, f16, q8_0, q4_0")
         ("vocab", po::value(&vocab), "take the vocabulary from this sentencepiece .model file")
@@ -55,7 +57,7 @@ int synth_command(const std::vector<std::string>& args) {
         spec.family = parse_synthetic_family(arch);
     } catch (const Error&) {
         throw po::error("--arch '" + arch +
-                        "' is not a model family (llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3)");
+                        "' is not a model family (llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3, llama3, phi3)");
     }
     // The Gemma 2/3 defaults exercise their special paths at synth's sizes:
     // a window shorter than a short prompt, soft-caps the synthetic scores
@@ -72,6 +74,8 @@ int synth_command(const std::vector<std::string>& args) {
         if (value < 0)
             throw po::error(std::string(flag) + " " + std::to_string(value) + " must be >= 0");
     }
+    // Llama 3's base; its factors are derived from it.
+    if (spec.family == SyntheticFamily::llama3) spec.rope_freq_base = 500000.0f;
     for (const auto& [flag, value] : {std::pair{"--n-embd", spec.n_embd},
                                       {"--n-layer", spec.n_layer},
                                       {"--n-head", spec.n_head},
@@ -84,6 +88,15 @@ int synth_command(const std::vector<std::string>& args) {
     }
     if (spec.head_dim < 0)
         throw po::error("--head-dim " + std::to_string(spec.head_dim) + " must be >= 0");
+    if (vm.count("n-rot") && spec.family != SyntheticFamily::phi3)
+        throw po::error("--n-rot is for --arch phi3");
+    if (spec.n_ctx_orig < 0 || (spec.n_ctx_orig != 0 && spec.family != SyntheticFamily::phi3))
+        throw po::error("--ctx-orig must be >= 0 and is for --arch phi3");
+    if (spec.family == SyntheticFamily::phi3 && !vm.count("n-rot")) {
+        const int64_t head = spec.head_dim > 0 ? spec.head_dim : spec.n_embd / spec.n_head;
+        spec.n_rot = head * 3 / 4 / 2 * 2;  // partial rotary, as Phi-4-mini
+    }
+    if (spec.n_rot < 0) throw po::error("--n-rot " + std::to_string(spec.n_rot) + " must be >= 0");
     if (!vocab.empty()) check_input_file({"--vocab", vocab});
     check_output_not_input({"-o", out}, {{"--vocab", vocab}});
     if (spec.family != SyntheticFamily::mixtral && spec.family != SyntheticFamily::qwen3moe)

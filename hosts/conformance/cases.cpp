@@ -307,6 +307,56 @@ void add_rope_cases(std::vector<Case>& cases) {
     }
 }
 
+// ROPE with frequency factors and an attention factor (ABI 1.5).
+void add_rope_factor_cases(std::vector<Case>& cases) {
+    // ROPE with ABI 1.5's frequency factors (in2) and attention factor
+    // (fparams[2]), over a partial rotation (n_rot 16 of 32) as LongRoPE
+    // models have it.
+    for (const int mode : {DWELL_ROPE_NORM, DWELL_ROPE_NEOX}) {
+        cases.push_back({std::string("rope_factors_") + (mode == DWELL_ROPE_NEOX ? "neox" : "norm"),
+                         [mode](OpTestGraph& g) {
+                             const int64_t hd = 32, nh = 2, T = 3;
+                             const int n_rot = 16;
+                             const float base = 500000.0f, scale = 0.5f, attn_factor = 1.19f;
+                             const int x = g.tensor(DWELL_F32, {hd, nh, T});
+                             const auto xv = random_floats(static_cast<size_t>(hd * nh * T), 31);
+                             g.set(x, xv);
+                             const int pos = g.tensor(DWELL_I32, {T});
+                             const std::vector<int32_t> pv = {0, 5, 97};
+                             g.set<int32_t>(pos, pv);
+                             const int ff = g.tensor(DWELL_F32, {n_rot / 2});
+                             std::vector<float> fv(n_rot / 2);
+                             for (size_t i = 0; i < fv.size(); ++i)
+                                 fv[i] = 1.0f + 3.5f * float(i * i) / 49.0f;
+                             g.set(ff, fv);
+                             const int out = g.tensor(DWELL_F32, {hd, nh, T});
+                             g.node(DWELL_OP_ROPE, out, {x, pos, ff}, {mode, n_rot},
+                                    {base, scale, attn_factor});
+                             std::vector<double> want = to_double(xv);
+                             for (int64_t t = 0; t < T; ++t)
+                                 for (int64_t h = 0; h < nh; ++h) {
+                                     const int64_t o = (t * nh + h) * hd;
+                                     for (int i = 0; i < n_rot / 2; ++i) {
+                                         const double theta =
+                                             scale * pv[static_cast<size_t>(t)] *
+                                             std::pow(double(base), -2.0 * i / n_rot) /
+                                             fv[static_cast<size_t>(i)];
+                                         const int64_t a = mode == DWELL_ROPE_NEOX ? i : 2 * i;
+                                         const int64_t b =
+                                             mode == DWELL_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
+                                         const double c = attn_factor * std::cos(theta);
+                                         const double sn = attn_factor * std::sin(theta);
+                                         const double x0 = xv[o + a], x1 = xv[o + b];
+                                         want[o + a] = x0 * c - x1 * sn;
+                                         want[o + b] = x0 * sn + x1 * c;
+                                     }
+                                 }
+                             return want;
+                         },
+                         2e-4});
+    }
+}
+
 // ATTENTION: hd 32, 4 query heads over 2 KV heads, 3 new tokens at
 // positions 2..4 after two cached ones; contiguous and paged caches.
 void add_attention_cases(std::vector<Case>& cases) {
@@ -707,6 +757,7 @@ std::vector<Case> all_cases() {
     add_elementwise_cases(cases);
     add_norm_cases(cases);
     add_rope_cases(cases);
+    add_rope_factor_cases(cases);
     add_attention_cases(cases);
     add_fp8_offset_key_attention_cases(cases);
     add_window_attention_cases(cases);

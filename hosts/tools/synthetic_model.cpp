@@ -213,6 +213,13 @@ void check_spec(const SyntheticModelSpec& s) {
     check(head_dim % 2 == 0, "the head dimension must be even");
     check(s.family != SyntheticFamily::qwen2 || head_dim * s.n_head == s.n_embd,
           "qwen2's heads must split n_embd exactly (head_dim * n_head == n_embd)");
+    check(s.family != SyntheticFamily::phi3 || head_dim * s.n_head == s.n_embd,
+          "phi3's heads must split n_embd exactly (head_dim * n_head == n_embd)");
+    check(s.n_rot == 0 || s.family == SyntheticFamily::phi3,
+          std::string("--n-rot is for phi3, not ") + synthetic_family_name(s.family));
+    check(s.n_rot >= 0 && s.n_rot <= head_dim && s.n_rot % 2 == 0,
+          "--n-rot must be even and at most the head dimension");
+    check(s.n_ctx_orig >= 0 && s.n_ctx_orig <= s.n_ctx, "--ctx-orig must be at most --ctx");
     if (has_experts(s.family)) {
         const std::string name = synthetic_family_name(s.family);
         check(s.n_expert >= 2 && s.n_expert <= 256, name + " needs 2..256 experts");
@@ -291,6 +298,10 @@ const char* synthetic_family_name(SyntheticFamily f) {
             return "gemma2";
         case SyntheticFamily::gemma3:
             return "gemma3";
+        case SyntheticFamily::llama3:
+            return "llama3";
+        case SyntheticFamily::phi3:
+            return "phi3";
     }
     return "?";
 }
@@ -298,21 +309,48 @@ const char* synthetic_family_name(SyntheticFamily f) {
 SyntheticFamily parse_synthetic_family(std::string_view name) {
     for (auto f : {SyntheticFamily::llama, SyntheticFamily::qwen2, SyntheticFamily::gemma,
                    SyntheticFamily::mixtral, SyntheticFamily::qwen3, SyntheticFamily::qwen3moe,
-                   SyntheticFamily::smollm3, SyntheticFamily::gemma2, SyntheticFamily::gemma3}) {
+                   SyntheticFamily::smollm3, SyntheticFamily::gemma2, SyntheticFamily::gemma3,
+                   SyntheticFamily::llama3, SyntheticFamily::phi3}) {
         if (name == synthetic_family_name(f)) return f;
     }
     throw Error(DWELL_ERR_INVALID_ARGUMENT,
                 "synth: unknown model family '" + std::string(name) +
-                    "' (known: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3)");
+                    "' (known: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3, llama3, phi3)");
 }
 
 namespace {
 
+// Llama 3's frequency scaling (factor 8, low/high frequency factors 1 and
+// 4) as per-pair divisors of the RoPE frequencies, with the original
+// context scaled down to a quarter of the file's (Llama 3.1: 8192 of 128K)
+// so that most pairs of a small head are scaled and the rest are not.
+std::vector<float> llama3_rope_factors(float base, int64_t n_rot, int64_t n_ctx) {
+    const double factor = 8, low = 1, high = 4;
+    const double old_ctx = static_cast<double>(std::max<int64_t>(16, n_ctx / 4));
+    const double pi = 3.14159265358979323846;
+    std::vector<float> f(static_cast<size_t>(n_rot / 2));
+    for (size_t i = 0; i < f.size(); ++i) {
+        const double freq = std::pow(double(base), -2.0 * double(i) / double(n_rot));
+        const double wavelen = 2 * pi / freq;
+        if (wavelen < old_ctx / high) {
+            f[i] = 1.0f;
+        } else if (wavelen > old_ctx / low) {
+            f[i] = static_cast<float>(factor);
+        } else {
+            const double smooth = (old_ctx / wavelen - low) / (high - low);
+            f[i] = static_cast<float>(1.0 / ((1 - smooth) / factor + smooth));
+        }
+    }
+    return f;
+}
+
 void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) {
     const SyntheticFamily family = s.family;
-    // Mixtral files say "llama": the experts are what set them apart.
-    const std::string arch =
-        family == SyntheticFamily::mixtral ? "llama" : synthetic_family_name(family);
+    // Mixtral and Llama 3 files say "llama": the experts and the RoPE
+    // factors are what set them apart.
+    const std::string arch = family == SyntheticFamily::mixtral || family == SyntheticFamily::llama3
+                                 ? "llama"
+                                 : synthetic_family_name(family);
     const bool tied = s.tied_output || is_gemma(family);
     const bool gemma23 = family == SyntheticFamily::gemma2 || family == SyntheticFamily::gemma3;
 
@@ -331,10 +369,16 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     const int64_t q_width = head_dim * s.n_head;
     const int64_t kv_width = head_dim * s.n_head_kv;
 
+    const bool phi3 = family == SyntheticFamily::phi3;
     GgufWriter w(s.alignment);
     const auto key = [&](const char* suffix) { return arch + "." + suffix; };
     w.add_string("general.architecture", arch);
-    w.add_string("general.name", std::string("dwell synthetic ") + synthetic_family_name(family));
+    // llama.cpp gives special tokens of a model named "phi3" or "phi-3"
+    // (and <|endoftext|>, which a generated vocabulary lacks) other
+    // attributes: the name spells it apart.
+    w.add_string("general.name",
+                 phi3 ? std::string("dwell synthetic phi 3")
+                      : std::string("dwell synthetic ") + synthetic_family_name(family));
     w.add_uint32(key("context_length"), static_cast<uint32_t>(s.n_ctx));
     w.add_uint32(key("embedding_length"), static_cast<uint32_t>(s.n_embd));
     w.add_uint32(key("block_count"), static_cast<uint32_t>(s.n_layer));
@@ -349,7 +393,20 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
         w.add_uint32(key("attention.key_length"), static_cast<uint32_t>(head_dim));
         w.add_uint32(key("attention.value_length"), static_cast<uint32_t>(head_dim));
     }
-    w.add_uint32(key("rope.dimension_count"), static_cast<uint32_t>(head_dim));
+    const int64_t n_rot = s.n_rot > 0 ? s.n_rot : head_dim;
+    const int64_t n_ctx_orig = s.n_ctx_orig > 0 ? s.n_ctx_orig : std::max<int64_t>(1, s.n_ctx / 4);
+    // LongRoPE's attention factor, as Phi-3's checkpoints derive it.
+    const double long_scale = double(s.n_ctx) / double(n_ctx_orig);
+    const float attn_factor =
+        long_scale > 1.0
+            ? static_cast<float>(std::sqrt(1 + std::log(long_scale) / std::log(double(n_ctx_orig))))
+            : 1.0f;
+    w.add_uint32(key("rope.dimension_count"), static_cast<uint32_t>(n_rot));
+    if (phi3) {
+        w.add_uint32(key("rope.scaling.original_context_length"),
+                     static_cast<uint32_t>(n_ctx_orig));
+        w.add_float32(key("rope.scaling.attn_factor"), attn_factor);
+    }
     w.add_float32(key("rope.freq_base"), s.rope_freq_base);
     w.add_float32(key("attention.layer_norm_rms_epsilon"), s.rms_eps);
     if (has_experts(family)) {
@@ -421,13 +478,37 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     const float bias_std = s.bias_std != 0.0f ? s.bias_std : s.weight_std;
     const float router_std = s.router_std != 0.0f ? s.router_std : s.weight_std;
 
+    auto f32_values = [&](const std::string& name, const std::vector<float>& v) {
+        const int64_t ne[1] = {static_cast<int64_t>(v.size())};
+        w.add_tensor(name, DWELL_F32, ne,
+                     {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)});
+    };
+
     weight("token_embd.weight", {s.n_embd, n_vocab});
+    if (family == SyntheticFamily::llama3)
+        f32_values("rope_freqs.weight", llama3_rope_factors(s.rope_freq_base, n_rot, s.n_ctx));
+    if (phi3) {
+        // Short factors near 1, long ones growing to the context's scale
+        // over the low frequencies, as LongRoPE checkpoints have them.
+        std::vector<float> short_f(static_cast<size_t>(n_rot / 2)), long_f(short_f.size());
+        for (size_t i = 0; i < short_f.size(); ++i) {
+            const double t = double(i) / double(std::max<size_t>(1, short_f.size() - 1));
+            short_f[i] = static_cast<float>(1.0 + 0.6 * t * t);
+            long_f[i] = static_cast<float>(1.0 + (std::max(long_scale, 2.0) * 1.5 - 1.0) * t);
+        }
+        f32_values("rope_factors_long.weight", long_f);
+        f32_values("rope_factors_short.weight", short_f);
+    }
     for (int32_t l = 0; l < s.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         norm(p + "attn_norm.weight");
-        weight(p + "attn_q.weight", {s.n_embd, q_width});
-        weight(p + "attn_k.weight", {s.n_embd, kv_width});
-        weight(p + "attn_v.weight", {s.n_embd, kv_width});
+        if (phi3) {
+            weight(p + "attn_qkv.weight", {s.n_embd, q_width + 2 * kv_width});
+        } else {
+            weight(p + "attn_q.weight", {s.n_embd, q_width});
+            weight(p + "attn_k.weight", {s.n_embd, kv_width});
+            weight(p + "attn_v.weight", {s.n_embd, kv_width});
+        }
         weight(p + "attn_output.weight", {q_width, s.n_embd});
         if (family == SyntheticFamily::gemma3) {
             f32_vector(p + "attn_q_norm.weight", head_dim, 1.0f, s.norm_jitter);
@@ -450,6 +531,9 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
             weight(p + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, s.n_expert});
             weight(p + "ffn_up_exps.weight", {s.n_embd, s.n_ff, s.n_expert});
             weight(p + "ffn_down_exps.weight", {s.n_ff, s.n_embd, s.n_expert});
+        } else if (phi3) {
+            weight(p + "ffn_up.weight", {s.n_embd, 2 * s.n_ff});  // gate rows, then up rows
+            weight(p + "ffn_down.weight", {s.n_ff, s.n_embd});
         } else {
             weight(p + "ffn_gate.weight", {s.n_embd, s.n_ff});
             weight(p + "ffn_up.weight", {s.n_embd, s.n_ff});

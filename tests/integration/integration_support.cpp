@@ -128,6 +128,9 @@ SyntheticModelSpec family_reference_spec(SyntheticFamily family) {
             s.final_softcap = 2.0f;
             s.seed = 16;
             break;
+        case SyntheticFamily::llama3:
+        case SyntheticFamily::phi3:
+            break;  // llama3_phi3_spec() in llama3_phi3_reference_test.cpp
     }
     return s;
 }

@@ -244,6 +244,44 @@ TEST(PluginArchitecture, BackendsBeforeAbi14GetNoAttentionOverFp8Caches) {
     EXPECT_NE(f16.find("attentionx2"), std::string::npos) << f16_summary;
 }
 
+// ABI 1.5 added ROPE's frequency factors: a backend built against 1.3 that
+// offers rope gets none that carries factors (a Llama 3 file), and the
+// placement says why; plain ropes (a Llama 2 file) it is offered as before.
+TEST(PluginArchitecture, BackendsBeforeAbi15GetNoRopeWithFrequencyFactors) {
+    TempDir dir;
+    RuntimeOptions o;
+    o.manifest = dir.write("m.toml", "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
+                                         "\"]\n\n[[backend]]\nplugin = \"partial13\"\n"
+                                         "options = { offer_rope = \"1\" }\n\n"
+                                         "[[backend]]\nplugin = \"cpu\"\n");
+    Runtime rt(o);
+    ASSERT_EQ(rt.backends().size(), 2u);
+    const auto summary_for = [&](SyntheticFamily family) {
+        SyntheticModelSpec spec = small_model_spec();
+        spec.family = family;
+        const auto path = dir.path() / (std::string(synthetic_family_name(family)) + ".gguf");
+        write_synthetic_model(spec, path);
+        auto m = Model::load(rt, path);
+        Session s(rt, m);
+        s.decode(m->tokenizer().encode("the dog", true));
+        return s.placement_summary();
+    };
+    // The first placement line of the 1.3 backend.
+    const auto line_of = [](const std::string& summary) {
+        const size_t at = summary.find("partial13/adder0: ");
+        return at == std::string::npos ? std::string()
+                                       : summary.substr(at, summary.find('\n', at) - at);
+    };
+    const std::string with_factors = summary_for(SyntheticFamily::llama3);
+    EXPECT_NE(with_factors.find("partial13/adder0: built against dwell ABI 1.3, which predates "
+                                "RoPE frequency factors (rebuild it against 1.5 or later)"),
+              std::string::npos)
+        << with_factors;
+    EXPECT_EQ(line_of(with_factors).find("rope"), std::string::npos) << with_factors;
+    const std::string plain = summary_for(SyntheticFamily::llama);
+    EXPECT_NE(line_of(plain).find("ropex4"), std::string::npos) << plain;
+}
+
 TEST(PluginArchitecture, GraphSplitsAcrossBackendsWithIdenticalTokens) {
     TempDir dir;
     const auto model = write_small_model(dir);

@@ -153,6 +153,9 @@ std::string check(const dwell_graph* g, int32_t id) {
             return b == a || b == in(0).ne[0] ? "" : "in1 must match in0 or be one row";
         }
         case DWELL_OP_ROPE:
+            // ABI 1.5's frequency and attention factors have no kernel here.
+            if (n->n_inputs > 2 || (n->fparams[2] != 0.0f && n->fparams[2] != 1.0f))
+                return "rope frequency or attention factors";
             return f32_contiguous(in(0)) && in(1).dtype == DWELL_I32 ? "" : "rope operands";
         default:
             return std::string(dwell_op_name(n->op)) + " has no DSP kernel";

@@ -102,6 +102,9 @@ std::string check(const dwell_graph* g, int32_t id) {
         case DWELL_OP_SWIGLU:
             return f32(in(0)) && f32(in(1)) && f32(*out) ? "" : "operands must be F32";
         case DWELL_OP_ROPE:
+            // ABI 1.5's frequency and attention factors have no kernel here.
+            if (n->n_inputs > 2 || (n->fparams[2] != 0.0f && n->fparams[2] != 1.0f))
+                return "rope frequency or attention factors";
             return f32(in(0)) && f32(*out) && in(1).dtype == DWELL_I32 ? "" : "rope operands";
         case DWELL_OP_ATTENTION: {
             const dwell_tensor& cache = in(3);

@@ -18,13 +18,19 @@
  *  SCALE         in0 -> in0 * fparams[0].
  *  RMS_NORM      in0 [n, R] -> x / sqrt(mean(x^2) + eps); fparams[0] = eps.
  *  LAYER_NORM    in0 [n, R] -> (x - mean) / sqrt(var + eps); fparams[0] = eps.
- *  ROPE          in0 [head_dim, n_head, T], in1 positions I32 [T].
+ *  ROPE          in0 [head_dim, n_head, T], in1 positions I32 [T], and
+ *                since ABI 1.5 an optional in2: frequency factors F32
+ *                [n_rot/2] (Llama 3 rope_freqs, LongRoPE short/long factors).
  *                iparams[0] = mode (DWELL_ROPE_NORM pairs (2i, 2i+1),
  *                DWELL_ROPE_NEOX pairs (i, i + n_rot/2)), iparams[1] = n_rot
  *                (rotated dims, <= head_dim; the rest pass through).
  *                fparams[0] = freq_base, fparams[1] = freq_scale (linear
- *                position scaling; 1 = none).
- *                theta_i = pos * freq_scale * freq_base^(-2i/n_rot).
+ *                position scaling; 1 = none), fparams[2] = attn_factor
+ *                (ABI 1.5: cos and sin are multiplied by it; 0, what a
+ *                plugin passing two fparams leaves, and 1 mean none).
+ *                theta_i = freq_scale * (pos * freq_base^(-2i/n_rot) / f_i),
+ *                f_i = in2[i] (1 without in2); the pair is rotated by theta_i
+ *                and scaled by attn_factor.
  *  ATTENTION     in0 q [hd, n_head, T], in1 k [hd, n_kv, T], in2 v [hd, n_kv, T],
  *                in3, in4 the cache (below), in5 positions I32 [T].
  *                First writes k/v of token t into cache row positions[t]

@@ -73,6 +73,10 @@ typedef struct dwell_batch {
     uint32_t struct_size;
     int32_t n_tokens;  /* tokens in this step */
     int32_t n_outputs; /* rows of logits wanted */
+    /* ABI 1.5 (check DWELL_HAS_FIELD): positions the session's KV cache
+     * holds, for choices that depend on the context size (LongRoPE's short
+     * or long factors). */
+    int32_t n_ctx;
 } dwell_batch;
 
 /* The host's graph builder. Every function returns a tensor id >= 0, or -1
@@ -94,6 +98,12 @@ typedef struct dwell_graph_builder {
     void (*set_layer)(void* self, int32_t layer);
     dwell_status (*set_output)(void* self, int32_t tensor);
     const char* (*last_error)(void* self);
+    /* ABI 1.5 (check DWELL_HAS_FIELD): rows [first_row, first_row + n_rows)
+     * of a declared 2-D weight [K, N], as a weight [K, n_rows] of its own
+     * that shares the file's data (no copy, no node): the parts of a fused
+     * weight such as attn_qkv or a gate/up ffn_up. -1 if the weight is
+     * absent or the rows are out of range. */
+    int32_t (*weight_rows)(void* self, const char* name, int64_t first_row, int64_t n_rows);
 } dwell_graph_builder;
 
 typedef struct dwell_model_plugin {

@@ -39,7 +39,9 @@ extern "C" {
 /* Minor versions: 1.1 dwell_host_services.weights_copied; 1.2
  * dwell_tensor.flags; 1.3 dwell_backend_plugin.reconfigure; 1.4 FP8_E4M3 key
  * caches hold offset keys (quant.h); 1.5 windowed and soft-capped
- * ATTENTION, DWELL_OP_SOFTCAP (graph.h). sdk/ABI.md has the details. */
+ * ATTENTION, DWELL_OP_SOFTCAP, ROPE frequency factors (in2) and attention
+ * factor (fparams[2]) (graph.h), dwell_graph_builder.weight_rows (model.h).
+ * sdk/ABI.md has the details. */
 #define DWELL_ABI_MINOR 5
 
 #if defined(_WIN32)

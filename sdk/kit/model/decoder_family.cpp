@@ -12,6 +12,9 @@ DecoderFamily::DecoderFamily(const TransformerHParams& h, const DecoderLayout& l
 std::vector<TensorSpec> DecoderFamily::tensors() const {
     std::vector<TensorSpec> t;
     t.push_back({"token_embd.weight", {h_.n_embd, h_.n_vocab}});
+    // Optional: RoPE without factors when the file lacks it.
+    if (!layout_.attention.rope_factors.empty())
+        t.push_back({layout_.attention.rope_factors, {h_.n_rot / 2}, false});
     for (int32_t l = 0; l < h_.n_layer; ++l) {
         t.push_back({layer_tensor(l, "attn_norm"), {h_.n_embd}});
         add_attention_tensors(t, h_, l, attention_options(l));
@@ -59,10 +62,13 @@ AttentionOptions DecoderFamily::attention_options(int32_t) const {
 }
 
 int32_t DecoderFamily::feed_forward(const Builder& b, int32_t layer, int32_t x, int64_t) const {
+    if (layout_.fused_gate_up)
+        return fused_gated_feed_forward(b, h_, layer, x, layout_.feed_forward);
     return gated_feed_forward(b, layer, x, layout_.feed_forward);
 }
 
 void DecoderFamily::add_feed_forward_tensors(std::vector<TensorSpec>& t, int32_t layer) const {
+    if (layout_.fused_gate_up) return add_fused_gated_feed_forward_tensors(t, h_, layer);
     add_gated_feed_forward_tensors(t, h_, layer);
 }
 

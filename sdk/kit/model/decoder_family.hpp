@@ -28,6 +28,9 @@ struct DecoderLayout {
     // The output projection is always the token embeddings: output.weight is
     // neither declared nor read, whatever the file holds (Gemma).
     bool always_tied_output = false;
+    // blk.L.ffn_up.weight holds the gate rows, then the up rows; there is no
+    // ffn_gate (Phi-3).
+    bool fused_gate_up = false;
 };
 
 class DecoderFamily : public ModelFamily {

@@ -31,6 +31,21 @@ int32_t Builder::optional_weight(const std::string& name) const {
     return id < 0 ? -1 : id;
 }
 
+int32_t Builder::weight_rows(const std::string& name, int64_t first, int64_t n) const {
+    // The kit also builds against older SDK headers (the frozen 1.0 sample).
+#if DWELL_ABI_MINOR >= 5
+    if (DWELL_HAS_FIELD(&b_, dwell_graph_builder, weight_rows) && b_.weight_rows != nullptr)
+        return check(
+            b_.weight_rows(b_.self, name.c_str(), first, n),
+            "rows " + std::to_string(first) + ".." + std::to_string(first + n) + " of " + name);
+#else
+    (void)first;
+    (void)n;
+#endif
+    throw std::runtime_error("weight " + name +
+                             " is fused: its parts need a dwell host of ABI 1.5 or later");
+}
+
 int32_t Builder::op(dwell_op op, std::initializer_list<int32_t> in,
                     std::initializer_list<int32_t> ip, std::initializer_list<float> fp) const {
     return check(

@@ -27,6 +27,9 @@ public:
     int32_t weight(const std::string& name) const;
     // A declared optional weight, or -1 when the file lacks it.
     int32_t optional_weight(const std::string& name) const;
+    // Rows [first, first + n) of a declared 2-D weight, sharing its data
+    // (ABI 1.5); throws when the host predates it or the rows do not fit.
+    int32_t weight_rows(const std::string& name, int64_t first, int64_t n) const;
     int32_t op(dwell_op op, std::initializer_list<int32_t> in,
                std::initializer_list<int32_t> ip = {}, std::initializer_list<float> fp = {}) const;
     int32_t reshape(int32_t t, std::initializer_list<int64_t> ne) const;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/graph_builder.hpp"
@@ -26,6 +27,12 @@ struct AttentionOptions {
     bool qk_norm = false;
     // false: no position encoding in this layer (SmolLM3's NoPE layers).
     bool rope = true;
+    // The file's tensor of RoPE frequency factors [n_rot/2] (ABI 1.5), used
+    // when the file has it: "rope_freqs.weight" (Llama 3); empty: none.
+    std::string rope_factors{};
+    // One blk.L.attn_qkv.weight [n_embd, q + 2 kv] holds the Q, K and V rows
+    // in that order (Phi-3); its parts are row views (ABI 1.5 weight_rows).
+    bool fused_qkv = false;
 };
 
 // Self-attention of `layer` on its normalised input x [n_embd, T]: Q/K/V
@@ -37,7 +44,8 @@ int32_t self_attention(const Builder& b, const TransformerHParams& h, int32_t la
 // The tensors self_attention reads for `layer` (attn_norm not included).
 void add_attention_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h, int32_t layer,
                            bool qkv_bias);
-// The same for any options (the Q/K norm weights when o.qk_norm).
+// The same for any options: fused or separate Q/K/V, and the Q/K norm
+// weights when o.qk_norm.
 void add_attention_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h, int32_t layer,
                            const AttentionOptions& o);
 
@@ -55,6 +63,12 @@ enum class GatedActivation {
 // The dense gated feed-forward block of `layer` on its normalised input x
 // [n_embd, T]: ffn_down(act(ffn_gate x, ffn_up x)) -> [n_embd, T].
 int32_t gated_feed_forward(const Builder& b, int32_t layer, int32_t x, GatedActivation act);
+// The same when blk.L.ffn_up.weight [n_embd, 2 n_ff] holds the gate rows,
+// then the up rows (Phi-3), read as row views (ABI 1.5 weight_rows).
+int32_t fused_gated_feed_forward(const Builder& b, const TransformerHParams& h, int32_t layer,
+                                 int32_t x, GatedActivation act);
+void add_fused_gated_feed_forward_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h,
+                                          int32_t layer);
 
 // The tensors gated_feed_forward reads for `layer` (ffn_norm not included).
 void add_gated_feed_forward_tensors(std::vector<TensorSpec>& t, const TransformerHParams& h,

@@ -25,6 +25,9 @@ struct TransformerHParams {
     float rms_eps = 1e-5f;
     float rope_freq_base = 10000.0f;
     float rope_freq_scale = 1.0f;
+    // rope.scaling.attn_factor: RoPE's cos and sin are scaled by it (LongRoPE
+    // files carry it; ABI 1.5).
+    float rope_attn_factor = 1.0f;
     bool tied_output = false;  // output.weight absent: reuse token_embd.weight
 
     int64_t q_width() const { return head_dim * n_head; }

@@ -31,7 +31,7 @@ out=$tmp/reference_ids.txt
   echo "# Computed by tests/data/bpe/regenerate.sh with llama.cpp's llama-tokenize (see README.md)."
   echo "# <pre> <special|plain> <line of texts.txt, from 0>: <ids>"
   cat "$tmp/fingerprint.txt"
-  for pre in qwen2 gpt-2; do
+  for pre in qwen2 gpt-2 llama-bpe; do
     for mode in special plain; do
       i=0
       while IFS= read -r line || [ -n "$line" ]; do

@@ -19,7 +19,8 @@
  * that must act while a generation runs.
  * offer_attention = "1" makes supports_op accept ATTENTION too, which
  * graph_compute then refuses (the host reruns it on the next backend): for
- * tests of where the scheduler places attention.
+ * tests of where the scheduler places attention; offer_rope = "1" the same
+ * for ROPE.
  *
  * Built twice: as "partial" against this SDK, and as "partial13" reporting
  * ABI 1.3 (PARTIAL_ABI_MINOR), from before the FP8 key encoding. */
@@ -52,6 +53,7 @@ struct dwell_backend_context {
     long reshape_at;
     long delay_ms;
     long offer_attention;
+    long offer_rope;
 };
 
 enum { kOverrunFloats = 16 };
@@ -118,6 +120,7 @@ static dwell_status context_create(void* self, uint32_t device, const dwell_opti
         if (strcmp(k, "reshape_at") == 0) (*out)->reshape_at = v;
         if (strcmp(k, "delay_ms") == 0) (*out)->delay_ms = v;
         if (strcmp(k, "offer_attention") == 0) (*out)->offer_attention = v;
+        if (strcmp(k, "offer_rope") == 0) (*out)->offer_rope = v;
     }
     return DWELL_OK;
 }
@@ -141,6 +144,7 @@ static int32_t supports_op(dwell_backend_context* ctx, const dwell_graph* g, int
     const dwell_node* n = dwell_graph_node(g, node);
     if (!n) return 0;
     if (n->op == DWELL_OP_ATTENTION && ctx->offer_attention) return 1;
+    if (n->op == DWELL_OP_ROPE && ctx->offer_rope) return 1;
     if (n->op != DWELL_OP_ADD || n->n_inputs != 2) {
         snprintf(ctx->error, sizeof ctx->error, "only add is supported here");
         return 0;
@@ -161,8 +165,10 @@ static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph*
         return DWELL_ERR_INTERNAL;
     }
     for (size_t i = 0; i < n_ids; ++i) {
-        if (dwell_graph_node(g, ids[i])->op == DWELL_OP_ATTENTION) {
-            snprintf(ctx->error, sizeof ctx->error, "attention is offered, never computed");
+        const dwell_op op = dwell_graph_node(g, ids[i])->op;
+        if (op == DWELL_OP_ATTENTION || op == DWELL_OP_ROPE) {
+            snprintf(ctx->error, sizeof ctx->error,
+                     "attention and rope are offered, never computed");
             return DWELL_ERR_UNSUPPORTED;
         }
         if (!supports_op(ctx, g, ids[i])) {

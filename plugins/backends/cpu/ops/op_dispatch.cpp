@@ -23,6 +23,8 @@ struct KernelEntry {
     // Whether the output may be one of the inputs: true for ops that read
     // each element (or row) before writing the same place.
     bool in_place_ok = false;
+    // Inputs after the first n_inputs a node may add (ROPE's factors).
+    int n_optional = 0;
 };
 
 constexpr KernelEntry kernel_for(int32_t op) {
@@ -42,7 +44,7 @@ constexpr KernelEntry kernel_for(int32_t op) {
         case DWELL_OP_LAYER_NORM:
             return {1, check_norm, run_layer_norm, true};
         case DWELL_OP_ROPE:
-            return {2, check_rope, run_rope, true};
+            return {2, check_rope, run_rope, true, 1};
         case DWELL_OP_ATTENTION:
             return {6, check_attention, run_attention, false};
         case DWELL_OP_SILU:
@@ -169,9 +171,12 @@ OpVerdict check_node_impl(const dwell_graph* graph, int32_t node_index, bool nee
     const int32_t op = raw_enum(&node.op);
     const KernelEntry entry = kernel_for(op);
     if (entry.run == nullptr) return unsupported(op_label(op) + " is not implemented");
-    if (node.n_inputs != entry.n_inputs) {
-        return invalid("expects " + std::to_string(entry.n_inputs) + " inputs, got " +
-                       std::to_string(node.n_inputs));
+    if (node.n_inputs < entry.n_inputs || node.n_inputs > entry.n_inputs + entry.n_optional) {
+        return invalid("expects " + std::to_string(entry.n_inputs) +
+                       (entry.n_optional
+                            ? " to " + std::to_string(entry.n_inputs + entry.n_optional)
+                            : std::string()) +
+                       " inputs, got " + std::to_string(node.n_inputs));
     }
 
     auto tensor_at = [&](int32_t id) -> const dwell_tensor* {
@@ -184,7 +189,7 @@ OpVerdict check_node_impl(const dwell_graph* graph, int32_t node_index, bool nee
         return invalid("output tensor id " + std::to_string(node.output) + " is out of range");
     }
     if (auto p = check_layout(*args.out, "output", need_data)) return p;
-    for (int i = 0; i < entry.n_inputs; ++i) {
+    for (int i = 0; i < node.n_inputs; ++i) {
         const int32_t id = node.inputs[i];
         args.in[static_cast<size_t>(i)] = tensor_at(id);
         // Names for messages, without building a string per node per token.

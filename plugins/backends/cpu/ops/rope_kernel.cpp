@@ -1,9 +1,13 @@
-// ROPE: x [head_dim, n_head, T] F32, positions I32 [T] -> same shape.
+// ROPE: x [head_dim, n_head, T] F32, positions I32 [T], optional frequency
+// factors F32 [n_rot/2] (ABI 1.5) -> same shape.
 //
 // The angles follow ggml exactly, since reference outputs come from
 // llama.cpp: theta_scale = freq_base^(-2/n_rot) in float, and the angle of
 // pair i is freq_scale * (pos * theta_scale^i) with the power built by
-// repeated float multiplication, not by powf per pair. The angles' cos/sin
+// repeated float multiplication, not by powf per pair; a frequency factor
+// divides pos * theta_scale^i before freq_scale multiplies it, and the
+// attention factor multiplies cos and sin, both in that order as ggml
+// rounds them. The angles' cos/sin
 // stay scalar (once per token, shared by all heads); the rotation itself
 // goes through the vector math table, which rounds it exactly as the scalar
 // formula does.
@@ -45,6 +49,15 @@ OpVerdict check_rope(const NodeArgs& a) {
     if (!(base > 0.0f) || !std::isfinite(base) || !std::isfinite(scale)) {
         return invalid("freq_base must be positive and freq_scale finite");
     }
+    if (!std::isfinite(a.node->fparams[2])) return invalid("attn_factor must be finite");
+    if (a.node->n_inputs > 2) {
+        const dwell_tensor& f = a.input(2);
+        if (f.dtype != DWELL_F32 || f.ne[0] != n_rot / 2 || f.ne[1] != 1 || f.ne[2] != 1 ||
+            f.ne[3] != 1 || !dwell_tensor_is_contiguous(&f)) {
+            return invalid("frequency factors must be F32 [" + std::to_string(n_rot / 2) +
+                           "], got " + shape_string(f));
+        }
+    }
     return std::nullopt;
 }
 
@@ -59,6 +72,9 @@ void run_rope(const NodeArgs& a, ThreadPool& pool) {
     const float freq_base = a.node->fparams[0];
     const float freq_scale = a.node->fparams[1];
     const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+    // 0 is what a plugin that passes two fparams leaves: no scaling.
+    const float attn_factor = a.node->fparams[2] == 0.0f ? 1.0f : a.node->fparams[2];
+    const float* factors = a.node->n_inputs > 2 ? f32_row(a.input(2), 0) : nullptr;
     const int32_t* pos = i32_row(positions, 0);
     const VecKernels& vk = vec_kernels();
     const auto rotate = neox ? vk.rope_neox : vk.rope_norm;
@@ -70,9 +86,10 @@ void run_rope(const NodeArgs& a, ThreadPool& pool) {
         for (int64_t t = begin; t < end; ++t) {
             float theta_base = static_cast<float>(pos[t]);
             for (int64_t i = 0; i < half; ++i) {
-                const float theta = freq_scale * theta_base;
-                cos_t[static_cast<size_t>(i)] = std::cos(theta);
-                sin_t[static_cast<size_t>(i)] = std::sin(theta);
+                const float theta =
+                    freq_scale * (factors != nullptr ? theta_base / factors[i] : theta_base);
+                cos_t[static_cast<size_t>(i)] = std::cos(theta) * attn_factor;
+                sin_t[static_cast<size_t>(i)] = std::sin(theta) * attn_factor;
                 theta_base *= theta_scale;
             }
             for (int64_t h = 0; h < x.ne[1]; ++h) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "cpu_test_graph.hpp"
 
@@ -121,6 +122,64 @@ TEST(Rope, MatchesDoubleReferenceOverPositionsModesAndThreads) {
     }
 }
 
+TEST(Rope, FrequencyFactorsAndAttnFactorFollowGgmlFloatSequence) {
+    // ABI 1.5: angle = freq_scale * ((p * theta_scale^i) / f_i), cos and sin
+    // times attn_factor, in float as ggml's rope cache rounds them; dims
+    // past n_rot pass through.
+    const int hd = 40, n_rot = 32;
+    const int32_t pos = 1234;
+    const float base = 500000.0f, fscale = 0.25f, attn = 1.1902380714238083f;
+    for (const int mode : {DWELL_ROPE_NORM, DWELL_ROPE_NEOX}) {
+        std::vector<float> x(static_cast<size_t>(hd), 0.0f);
+        const int half = n_rot / 2;
+        const auto first = [&](int i) { return mode == DWELL_ROPE_NEOX ? i : 2 * i; };
+        const auto second = [&](int i) { return mode == DWELL_ROPE_NEOX ? i + half : 2 * i + 1; };
+        for (int i = 0; i < half; ++i) x[static_cast<size_t>(first(i))] = 1.0f;  // (1, 0) pairs
+        x[static_cast<size_t>(hd - 1)] = 0.75f;
+        std::vector<float> factors(static_cast<size_t>(half));
+        for (int i = 0; i < half; ++i) factors[static_cast<size_t>(i)] = 1.0f + 0.37f * float(i);
+
+        TestGraph g;
+        const int xt = g.tensor(DWELL_F32, {hd, 1, 1});
+        const int p = g.tensor(DWELL_I32, {1});
+        const int f = g.tensor(DWELL_F32, {half});
+        const int y = g.tensor(DWELL_F32, {hd, 1, 1});
+        g.set(xt, x);
+        g.set(p, std::vector<int32_t>{pos});
+        g.set(f, factors);
+        g.node(DWELL_OP_ROPE, y, {xt, p, f}, {mode, n_rot}, {base, fscale, attn});
+        const auto problem = g.run(1);
+        ASSERT_FALSE(problem) << problem->message;
+        const auto out = g.f32(y);
+
+        const float theta_scale = std::pow(base, -2.0f / n_rot);
+        float theta = static_cast<float>(pos);
+        for (int i = 0; i < half; ++i) {
+            const float angle = fscale * (theta / factors[static_cast<size_t>(i)]);
+            EXPECT_NEAR(out[static_cast<size_t>(first(i))], std::cos(angle) * attn, 3e-7) << i;
+            EXPECT_NEAR(out[static_cast<size_t>(second(i))], std::sin(angle) * attn, 3e-7) << i;
+            theta *= theta_scale;
+        }
+        EXPECT_EQ(out[static_cast<size_t>(hd - 1)], 0.75f);
+    }
+}
+
+TEST(Rope, ZeroAttnFactorMeansNoneAsForTwoParameterNodes) {
+    const auto xs = test::random_floats(2 * 16 * 3, 9);
+    TestGraph g;
+    const int x = g.tensor(DWELL_F32, {16, 2, 3});
+    const int p = g.tensor(DWELL_I32, {3});
+    const int a = g.tensor(DWELL_F32, {16, 2, 3});
+    const int b = g.tensor(DWELL_F32, {16, 2, 3});
+    g.set(x, xs);
+    g.set(p, std::vector<int32_t>{0, 3, 9});
+    g.node(DWELL_OP_ROPE, a, {x, p}, {DWELL_ROPE_NORM, 16}, {10000.0f, 1.0f});
+    g.node(DWELL_OP_ROPE, b, {x, p}, {DWELL_ROPE_NORM, 16}, {10000.0f, 1.0f, 1.0f});
+    const auto problem = g.run(1);
+    ASSERT_FALSE(problem) << problem->message;
+    EXPECT_EQ(g.f32(a), g.f32(b));
+}
+
 TEST(Rope, RejectsBadParameters) {
     TestGraph g;
     const int x = g.tensor(DWELL_F32, {8, 2, 3});
@@ -133,7 +192,16 @@ TEST(Rope, RejectsBadParameters) {
     const int npos = g.node(DWELL_OP_ROPE, y, {x, p_wrong}, {DWELL_ROPE_NORM, 8}, {10000.0f, 1.0f});
     const int base = g.node(DWELL_OP_ROPE, y, {x, p}, {DWELL_ROPE_NORM, 8}, {0.0f, 1.0f});
     const int ok = g.node(DWELL_OP_ROPE, y, {x, p}, {DWELL_ROPE_NEOX, 8}, {10000.0f, 1.0f});
-    for (int n : {odd, big, mode, npos, base}) EXPECT_TRUE(g.check(n)) << n;
+    const int f_wrong = g.tensor(DWELL_F32, {3});
+    const int f_ok = g.tensor(DWELL_F32, {4});
+    const int fshape =
+        g.node(DWELL_OP_ROPE, y, {x, p, f_wrong}, {DWELL_ROPE_NORM, 8}, {10000.0f, 1.0f});
+    const int attn = g.node(DWELL_OP_ROPE, y, {x, p, f_ok}, {DWELL_ROPE_NORM, 8},
+                            {10000.0f, 1.0f, std::numeric_limits<float>::infinity()});
+    const int with_factors =
+        g.node(DWELL_OP_ROPE, y, {x, p, f_ok}, {DWELL_ROPE_NORM, 8}, {10000.0f, 1.0f, 1.5f});
+    for (int n : {odd, big, mode, npos, base, fshape, attn}) EXPECT_TRUE(g.check(n)) << n;
+    EXPECT_FALSE(g.check(with_factors));
     EXPECT_FALSE(g.check(ok));
 }
 

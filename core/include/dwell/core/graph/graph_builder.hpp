@@ -35,6 +35,8 @@ public:
     // The same operations in C++; they throw dwell::Error on bad input.
     int32_t input(std::string_view name, dwell_dtype dtype, std::span<const int64_t> ne);
     int32_t weight(std::string_view name);  // -1 when absent
+    // Rows [first, first + n) of a 2-D weight, a view of its data; -1 when absent.
+    int32_t weight_rows(std::string_view name, int64_t first, int64_t n);
     int32_t kv_cache(int32_t layer, int32_t which);
     int32_t op(dwell_op op, std::span<const int32_t> inputs, std::span<const int32_t> iparams = {},
                std::span<const float> fparams = {});

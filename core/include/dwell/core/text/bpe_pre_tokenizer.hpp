@@ -4,6 +4,10 @@
 //   gpt2 kind:  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //   qwen2 kind: the same contractions in either case, [^\r\n\p{L}\p{N}]?\p{L}+,
 //               single digits \p{N}, ?[^\s\p{L}\p{N}]+[\r\n]*, \s*[\r\n]+, \s+(?!\S), \s+
+//   llama3 kind: qwen2's with digits in runs of up to three, \p{N}{1,3}; a
+//               word that is a token is that token, merges unapplied
+//               (llama.cpp's ignore_merges), and BOS is added unless the
+//               file says otherwise
 // \s is Unicode's White_Space property; the patterns run on PCRE2 (Unicode
 // categories from its tables, Unicode 14 in Debian 12's 10.42).
 //
@@ -20,7 +24,7 @@
 
 namespace dwell::bpe {
 
-enum class PreTokenizerKind { gpt2, qwen2 };
+enum class PreTokenizerKind { gpt2, qwen2, llama3 };
 
 // The kind a tokenizer.ggml.pre value selects; nullopt when unsupported.
 DWELL_CORE_API std::optional<PreTokenizerKind> pre_tokenizer_kind(std::string_view pre);

@@ -38,6 +38,7 @@ private:
     int32_t merge_rank(std::string_view left, std::string_view right) const;
 
     PreTokenizer pre_;
+    bool ignore_merges_ = false;  // a word that is a token is that token (llama3 kind)
     // Merges by the raw bytes of both sides (see pair_key()); the lowest
     // rank of a pair listed twice.
     std::unordered_map<std::string, int32_t> ranks_;

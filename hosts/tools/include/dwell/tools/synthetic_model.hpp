@@ -4,7 +4,10 @@
 // own head size, always-tied output), mixtral (GGUF architecture "llama"
 // with a mixture-of-experts FFN), qwen3 (per-head Q/K norms), qwen3moe
 // (qwen3's attention, a mixture-of-experts FFN) and smollm3 (the llama
-// layout; every fourth layer has no RoPE). The vocabulary is either taken
+// layout; every fourth layer has no RoPE), llama3 (GGUF architecture "llama"
+// with Llama 3's RoPE frequency factors in rope_freqs.weight) and phi3
+// (fused attn_qkv and gate/up ffn_up, partial rotary, LongRoPE short and
+// long factors with an attention factor). The vocabulary is either taken
 // from a sentencepiece .model file or generated: for qwen2, qwen3 and
 // qwen3moe a byte-level BPE one (synthetic_bpe_vocab.hpp, pre-tokenizer
 // "qwen2"); otherwise control
@@ -27,9 +30,11 @@
 
 namespace dwell {
 
-enum class SyntheticFamily { llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3 };
+enum class SyntheticFamily {
+    llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3, llama3, phi3 };
 
-// "llama", "qwen2", "gemma", "mixtral", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3".
+// "llama", "qwen2", "gemma", "mixtral", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3",
+// "llama3", "phi3".
 const char* synthetic_family_name(SyntheticFamily f);
 // Throws dwell::Error naming the accepted names for an unknown one.
 SyntheticFamily parse_synthetic_family(std::string_view name);
@@ -49,6 +54,11 @@ struct SyntheticModelSpec {
     int64_t n_expert = 0;       // mixtral, qwen3moe: experts per layer (2..256)
     int64_t n_expert_used = 0;  // mixtral, qwen3moe: experts each token uses (1..n_expert)
     float rope_freq_base = 10000.0f;
+    // phi3: rope.dimension_count, the rotated dims of each head (0: all).
+    int64_t n_rot = 0;
+    // phi3: rope.scaling.original_context_length (0: n_ctx / 4); a session
+    // whose context exceeds it uses the long factors.
+    int64_t n_ctx_orig = 0;
     float rms_eps = 1e-5f;
     bool tied_output = false;       // gemma is always tied
     dwell_dtype dtype = DWELL_F32;  // matrices; norms, biases and routers stay F32
