@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "dwell/core/backend/isolated_step.hpp"
 #include "dwell/core/backend/backend.hpp"
+#include "dwell/core/backend/isolated_step.hpp"
 
 namespace dwell {
 

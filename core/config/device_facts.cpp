@@ -11,11 +11,11 @@
 #include <memory>
 #include <sstream>
 
-#include "dwell/core/platform/device_file.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
-#include "dwell/core/config/manifest.hpp"
 #include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/config/manifest.hpp"
+#include "dwell/core/platform/device_file.hpp"
 #include "dwell/core/platform/system_memory.hpp"
 #include "dwell/core/platform/text_file.hpp"
 

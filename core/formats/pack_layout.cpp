@@ -24,5 +24,4 @@ std::array<uint8_t, kHeaderSize> encode_header(const Header& h) {
     return b;
 }
 
-
 }  // namespace dwell::pack_layout

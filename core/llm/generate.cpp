@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "dwell/core/base/error.hpp"
-#include "dwell/core/model/model.hpp"
 #include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
 
 namespace dwell {

@@ -69,13 +69,13 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/base/printable_name.hpp"
 #include "dwell/core/base/tensor_shape.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
 #include "dwell/core/formats/pack_layout.hpp"
 #include "dwell/core/platform/mapped_file.hpp"
-#include "dwell/core/base/printable_name.hpp"
-#include "dwell/core/platform/system_memory.hpp"
 #include "dwell/core/platform/posix_file.hpp"
+#include "dwell/core/platform/system_memory.hpp"
 
 namespace dwell {
 namespace {
@@ -122,7 +122,6 @@ struct Xxh3Free {
 
 // ---------------------------------------------------------------------------
 // Reader
-
 
 class PackReader {
 public:

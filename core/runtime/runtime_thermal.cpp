@@ -6,8 +6,8 @@
 #include <chrono>
 #include <thread>
 
-#include "dwell/core/platform/device_file.hpp"
 #include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/platform/device_file.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 
 namespace dwell {

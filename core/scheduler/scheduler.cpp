@@ -9,10 +9,9 @@
 #include <memory>
 #include <set>
 
-#include "dwell/core/base/error.hpp"
-#include "dwell/core/base/tensor_shape.hpp"
 #include "dwell/core/backend/isolated_step.hpp"
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/base/tensor_shape.hpp"
 #include "dwell/core/model/weight_streamer.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 

@@ -6,8 +6,8 @@
 #include <array>
 #include <utility>
 
-#include "dwell/core/text/bpe_byte_map.hpp"
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/text/bpe_byte_map.hpp"
 
 namespace dwell::bpe {
 namespace {

@@ -27,13 +27,13 @@
 #include <optional>
 #include <utility>
 
-#include "dwell/core/text/bpe_pre_tokenizer.hpp"
-#include "dwell/core/text/bpe_tokenizer.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
 #include "dwell/core/platform/text_file.hpp"
-#include "dwell/status.h"
+#include "dwell/core/text/bpe_pre_tokenizer.hpp"
+#include "dwell/core/text/bpe_tokenizer.hpp"
 #include "dwell/core/text/special_token_split.hpp"
+#include "dwell/status.h"
 
 namespace dwell {
 namespace {

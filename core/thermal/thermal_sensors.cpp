@@ -3,8 +3,8 @@
 #include <charconv>
 #include <cmath>
 
-#include "dwell/core/platform/device_file.hpp"
 #include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/platform/device_file.hpp"
 
 namespace dwell {
 

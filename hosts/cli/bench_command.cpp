@@ -19,14 +19,14 @@
 
 #include "cli_common.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/base/printable_name.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/platform/output_file.hpp"
-#include "dwell/core/base/printable_name.hpp"
-#include "dwell/tools/progress_bar.hpp"
 #include "dwell/core/session/session.hpp"
-#include "dwell/tools/thermal_plant.hpp"
 #include "dwell/core/text/tokenizer.hpp"
+#include "dwell/tools/progress_bar.hpp"
 #include "dwell/tools/svg_plot.hpp"
+#include "dwell/tools/thermal_plant.hpp"
 
 namespace dwell::cli {
 

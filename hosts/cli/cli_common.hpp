@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/runtime/runtime.hpp"
 
 namespace dwell::cli {
 

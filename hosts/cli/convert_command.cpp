@@ -7,9 +7,9 @@
 #include <optional>
 
 #include "cli_common.hpp"
-#include "dwell/tools/convert.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/tools/convert.hpp"
 #include "dwell/tools/progress_bar.hpp"
 
 namespace dwell::cli {

@@ -7,10 +7,10 @@
 #include <set>
 
 #include "cli_common.hpp"
-#include "dwell/core/config/device_facts.hpp"
 #include "dwell/core/base/format_bytes.hpp"
-#include "dwell/core/config/manifest_choice.hpp"
 #include "dwell/core/base/printable_name.hpp"
+#include "dwell/core/config/device_facts.hpp"
+#include "dwell/core/config/manifest_choice.hpp"
 
 namespace dwell::cli {
 

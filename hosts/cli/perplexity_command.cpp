@@ -9,11 +9,11 @@
 #include "cli_common.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/model/model.hpp"
+#include "dwell/core/platform/text_file.hpp"
+#include "dwell/core/session/session_file.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "dwell/tools/perplexity.hpp"
 #include "dwell/tools/progress_bar.hpp"
-#include "dwell/core/session/session_file.hpp"
-#include "dwell/core/platform/text_file.hpp"
-#include "dwell/core/text/tokenizer.hpp"
 
 namespace dwell::cli {
 

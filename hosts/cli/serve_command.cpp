@@ -12,11 +12,11 @@
 
 #include "api_keys.hpp"
 #include "cli_common.hpp"
-#include "dwell/core/text/chat_template.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
 #include "dwell/core/session/session_file.hpp"
+#include "dwell/core/text/chat_template.hpp"
 #include "dwell/tools/progress_bar.hpp"
 #include "openai_server.hpp"
 

@@ -57,7 +57,8 @@ int synth_command(const std::vector<std::string>& args) {
         spec.family = parse_synthetic_family(arch);
     } catch (const Error&) {
         throw po::error("--arch '" + arch +
-                        "' is not a model family (llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3, llama3, phi3)");
+                        "' is not a model family (llama, qwen2, gemma, mixtral, qwen3, qwen3moe, "
+                        "smollm3, gemma2, gemma3, llama3, phi3)");
     }
     // The Gemma 2/3 defaults exercise their special paths at synth's sizes:
     // a window shorter than a short prompt, soft-caps the synthetic scores

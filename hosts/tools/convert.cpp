@@ -5,10 +5,10 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
-#include "dwell/tools/gguf_metadata_copy.hpp"
 #include "dwell/core/platform/output_file.hpp"
-#include "dwell/tools/quantize.hpp"
 #include "dwell/core/text/tokenizer.hpp"
+#include "dwell/tools/gguf_metadata_copy.hpp"
+#include "dwell/tools/quantize.hpp"
 
 namespace dwell {
 

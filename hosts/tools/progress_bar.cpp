@@ -1,12 +1,11 @@
 #include "dwell/tools/progress_bar.hpp"
 
-#include <memory>
-
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 namespace dwell {
 

@@ -60,7 +60,8 @@ constexpr std::array<std::string_view, 37> kParagraphs = {
     "مرحبا بكم في عالم البرمجة. اللغة العربية جميلة جداً. "
     "نحن نتعلم كل يوم شيئاً جديداً.",
 
-    "Emoji time! 😀 😂 😍 🎉 🚀 🌍 👍 ❤️ 🔥 ✨ 🙂 🙂 🙂. Families: 👨‍👩‍👧‍👦 and 👩‍💻 "
+    "Emoji time! 😀 😂 😍 🎉 🚀 🌍 👍 ❤️ 🔥 ✨ 🙂 🙂 🙂. Families: 👨‍👩‍👧‍👦 and "
+    "👩‍💻 "
     "and "
     "🏳️‍🌈. "
     "Flags: 🇯🇵 🇨🇳 🇺🇸 🇫🇷 🇩🇪 🇰🇷. Thumbs: 👍🏻 👍🏽 "

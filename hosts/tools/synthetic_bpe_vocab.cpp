@@ -7,9 +7,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "dwell/core/base/error.hpp"
 #include "dwell/core/text/bpe_byte_map.hpp"
 #include "dwell/core/text/bpe_pre_tokenizer.hpp"
-#include "dwell/core/base/error.hpp"
 #include "dwell/tools/gguf_writer.hpp"
 #include "dwell/tools/synthetic_bpe_corpus.hpp"
 

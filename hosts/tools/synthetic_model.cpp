@@ -313,9 +313,9 @@ SyntheticFamily parse_synthetic_family(std::string_view name) {
                    SyntheticFamily::llama3, SyntheticFamily::phi3}) {
         if (name == synthetic_family_name(f)) return f;
     }
-    throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                "synth: unknown model family '" + std::string(name) +
-                    "' (known: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3, llama3, phi3)");
+    throw Error(DWELL_ERR_INVALID_ARGUMENT, "synth: unknown model family '" + std::string(name) +
+                                                "' (known: llama, qwen2, gemma, mixtral, qwen3, "
+                                                "qwen3moe, smollm3, gemma2, gemma3, llama3, phi3)");
 }
 
 namespace {

@@ -47,9 +47,9 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/model/model.hpp"
-#include "dwell/tools/progress_bar.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/session/session.hpp"
+#include "dwell/tools/progress_bar.hpp"
 #include "dwell/tools/synthetic_model.hpp"
 #include "moe_reference.hpp"
 #include "touched_file_pages.hpp"

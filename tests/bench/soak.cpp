@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/llm/text_generation.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/session/session.hpp"
-#include "dwell/core/llm/text_generation.hpp"
 #include "dwell/core/text/tokenizer.hpp"
 
 namespace fs = std::filesystem;

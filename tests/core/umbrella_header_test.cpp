@@ -1,10 +1,10 @@
 // The hosts' umbrella header compiles on its own and brings every layer of
 // the core: a type from the bottom (base), the middle (kv) and the top (llm).
-#include "dwell/core/dwell_core.hpp"
-
 #include <gtest/gtest.h>
 
 #include <type_traits>
+
+#include "dwell/core/dwell_core.hpp"
 
 TEST(UmbrellaHeader, BringsEveryLayer) {
     static_assert(std::is_class_v<dwell::Error>);

@@ -10,9 +10,9 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "dwell/tools/gguf_metadata_copy.hpp"
 #include "dwell/tools/gguf_writer.hpp"
-#include "dwell/core/text/tokenizer.hpp"
 
 namespace {
 

@@ -18,14 +18,14 @@
 #include <vector>
 
 #include "dwell/core/formats/gguf_file.hpp"
-#include "dwell/tools/gguf_writer.hpp"
 #include "dwell/core/model/model_source.hpp"
 #include "dwell/core/model/pack_file.hpp"
-#include "dwell/tools/pack_writer.hpp"
 #include "dwell/core/session/session_file.hpp"
+#include "dwell/core/text/tokenizer.hpp"
+#include "dwell/tools/gguf_writer.hpp"
+#include "dwell/tools/pack_writer.hpp"
 #include "dwell/tools/synthetic_bpe_vocab.hpp"
 #include "dwell/tools/synthetic_model.hpp"
-#include "dwell/core/text/tokenizer.hpp"
 #include "session_file_model.hpp"
 
 namespace fs = std::filesystem;
@@ -282,7 +282,8 @@ int main(int argc, char** argv) {
         copy_seeds(seeds / "manifest", manifest);
         copy_seeds(seeds / "tokenizer_text", corpus("tokenizer_text"));
         // The published chat templates the engine is tested against.
-        copy_seeds(seeds / ".." / ".." / "data" / "chat_templates", corpus("jinja_template"), ".jinja");
+        copy_seeds(seeds / ".." / ".." / "data" / "chat_templates", corpus("jinja_template"),
+                   ".jinja");
         write_request_seeds(seeds / "openai_request", corpus("openai_request"));
         write_session_seeds(corpus("session_file"));
         write_device_seeds(devices, corpus("device_facts"));

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "dwell/core/config/device_facts.hpp"
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/config/device_facts.hpp"
 #include "dwell/core/config/manifest.hpp"
 
 namespace {

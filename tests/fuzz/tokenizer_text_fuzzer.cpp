@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "dwell/core/formats/gguf_file.hpp"
+#include "dwell/core/text/tokenizer.hpp"
 #include "dwell/tools/gguf_writer.hpp"
 #include "dwell/tools/synthetic_bpe_vocab.hpp"
 #include "dwell/tools/synthetic_model.hpp"
-#include "dwell/core/text/tokenizer.hpp"
 #include "scratch_file.hpp"
 
 namespace {

@@ -15,9 +15,9 @@
 #include <set>
 #include <thread>
 
-#include "dwell/core/text/chat_prompt.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
+#include "dwell/core/text/chat_prompt.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "dwell/core/base/error.hpp"
-#include "dwell/core/llm/generate.hpp"
 #include "dwell/core/config/manifest.hpp"
-#include "dwell/core/model/model.hpp"
+#include "dwell/core/llm/generate.hpp"
 #include "dwell/core/llm/sampler.hpp"
+#include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
 #include "integration_support.hpp"
 #include "log_capture.hpp"

@@ -17,14 +17,14 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
-#include "dwell/tools/gguf_metadata_copy.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/model/pack_file.hpp"
-#include "dwell/tools/pack_writer.hpp"
+#include "dwell/core/platform/text_file.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/session/session.hpp"
-#include "dwell/core/platform/text_file.hpp"
 #include "dwell/core/text/tokenizer.hpp"
+#include "dwell/tools/gguf_metadata_copy.hpp"
+#include "dwell/tools/pack_writer.hpp"
 #include "integration_support.hpp"
 
 namespace dwell::test {

@@ -142,8 +142,8 @@ TEST(ModelFamilyMetadata, AnUnservedArchitectureListsEachServedOneOnceWithItsPlu
         pos = close + 1;
         if (list.compare(pos, 2, ", ") == 0) pos += 2;
     }
-    EXPECT_EQ(archs, (std::vector<std::string>{"gemma", "gemma2", "gemma3", "llama", "phi3", "qwen2",
-                                               "qwen3", "qwen3moe", "smollm3"}))
+    EXPECT_EQ(archs, (std::vector<std::string>{"gemma", "gemma2", "gemma3", "llama", "phi3",
+                                               "qwen2", "qwen3", "qwen3moe", "smollm3"}))
         << msg;
     EXPECT_NE(list.find("mixtral"), std::string::npos) << msg;  // the plugin, named
 }

@@ -13,9 +13,9 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/model/model.hpp"
-#include "dwell/tools/perplexity.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/session/session.hpp"
+#include "dwell/tools/perplexity.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 

@@ -12,8 +12,8 @@
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
-#include "dwell/tools/synthetic_model.hpp"
 #include "dwell/plugin.h"
+#include "dwell/tools/synthetic_model.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 

@@ -9,8 +9,8 @@
 #include "dwell/core/formats/gguf_file.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
-#include "dwell/tools/synthetic_model.hpp"
 #include "dwell/quant.h"
+#include "dwell/tools/synthetic_model.hpp"
 #include "integration_support.hpp"
 
 namespace dwell::test {

@@ -4,11 +4,11 @@
 // packs; the streamed runs really read from the file.
 #include <gtest/gtest.h>
 
-#include "dwell/tools/convert.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/session/session.hpp"
+#include "dwell/tools/convert.hpp"
 #include "integration_support.hpp"
 #include "test_paths.hpp"
 

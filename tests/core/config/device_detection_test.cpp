@@ -7,8 +7,8 @@
 
 #include <fstream>
 
-#include "dwell/core/config/device_facts.hpp"
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/config/device_facts.hpp"
 #include "dwell/core/config/manifest_choice.hpp"
 
 namespace dwell {

@@ -18,8 +18,9 @@ protected:
         root_ = fs::temp_directory_path() / ("dwell-facts-" + std::to_string(::getpid()));
         fs::create_directories(root_ / "proc");
         fs::create_directories(root_ / "sys/devices/soc0");
-        std::ofstream(root_ / "proc/cpuinfo") << "processor\t: 0\nCPU implementer\t: 0x41\nCPU part\t: 0xd81\n\n"
-                                                 "processor\t: 7\nCPU part\t: 0xd82\n";
+        std::ofstream(root_ / "proc/cpuinfo")
+            << "processor\t: 0\nCPU implementer\t: 0x41\nCPU part\t: 0xd81\n\n"
+               "processor\t: 7\nCPU part\t: 0xd82\n";
         std::ofstream(root_ / "sys/devices/soc0/soc_id") << "557\n";
     }
     void TearDown() override { fs::remove_all(root_); }
@@ -37,11 +38,15 @@ TEST_F(FakeDevice, MatchRulesCombineWithAndAndMoreSpecificWins) {
     DeviceFacts f = DeviceFacts::probe(root_);
     f.arch = "aarch64";
     const Manifest phone = Manifest::parse(
-        "[device]\nmatch = { soc_id = [\"557\", \"600\"], arch = [\"aarch64\"] }\n[[backend]]\nplugin = \"cpu\"\n", "p");
+        "[device]\nmatch = { soc_id = [\"557\", \"600\"], arch = [\"aarch64\"] "
+        "}\n[[backend]]\nplugin = \"cpu\"\n",
+        "p");
     const Manifest other_soc = Manifest::parse(
-        "[device]\nmatch = { soc_id = [\"999\"], arch = [\"aarch64\"] }\n[[backend]]\nplugin = \"cpu\"\n", "o");
-    const Manifest arch_only =
-        Manifest::parse("[device]\nmatch = { arch = [\"aarch64\"] }\n[[backend]]\nplugin = \"cpu\"\n", "a");
+        "[device]\nmatch = { soc_id = [\"999\"], arch = [\"aarch64\"] }\n[[backend]]\nplugin = "
+        "\"cpu\"\n",
+        "o");
+    const Manifest arch_only = Manifest::parse(
+        "[device]\nmatch = { arch = [\"aarch64\"] }\n[[backend]]\nplugin = \"cpu\"\n", "a");
     const Manifest no_rules = Manifest::parse("[[backend]]\nplugin = \"cpu\"\n", "n");
     EXPECT_TRUE(manifest_matches(phone, f));
     EXPECT_FALSE(manifest_matches(other_soc, f));

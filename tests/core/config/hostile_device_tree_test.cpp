@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "dwell/core/config/device_facts.hpp"
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/config/device_facts.hpp"
 #include "dwell/core/config/manifest.hpp"
+#include "dwell/core/platform/system_memory.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/runtime/runtime_thermal.hpp"
-#include "dwell/core/platform/system_memory.hpp"
 #include "dwell/core/thermal/thermal_sensors.hpp"
 #include "test_dirs.hpp"
 

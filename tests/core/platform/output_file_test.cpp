@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "dwell/core/base/error.hpp"
-#include "dwell/tools/gguf_writer.hpp"
 #include "dwell/core/model/pack_file.hpp"
-#include "dwell/tools/pack_writer.hpp"
 #include "dwell/core/session/session_file.hpp"
+#include "dwell/tools/gguf_writer.hpp"
+#include "dwell/tools/pack_writer.hpp"
 #include "test_dirs.hpp"
 
 namespace dwell {

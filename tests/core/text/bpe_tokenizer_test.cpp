@@ -25,10 +25,10 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
-#include "dwell/tools/gguf_writer.hpp"
-#include "dwell/tools/synthetic_bpe_vocab.hpp"
 #include "dwell/core/text/tokenizer.hpp"
 #include "dwell/status.h"
+#include "dwell/tools/gguf_writer.hpp"
+#include "dwell/tools/synthetic_bpe_vocab.hpp"
 #include "test_paths.hpp"
 
 namespace dwell {

@@ -51,9 +51,9 @@ TEST(Jinja, ErrorsNameTheLineAndColumn) {
     // Text from the template in a message stays on one line (a fuzzer finding).
     EXPECT_NE(error_of("{{ [1] | select('a\\nb') | list }}").find("unknown test 'a\\nb'"),
               std::string::npos);
-    EXPECT_NE(error_of("{{ raise_exception('two\\nlines') }}")
-                  .find("raised an exception: two\\nlines"),
-              std::string::npos);
+    EXPECT_NE(
+        error_of("{{ raise_exception('two\\nlines') }}").find("raised an exception: two\\nlines"),
+        std::string::npos);
 }
 
 TEST(Jinja, DeepNestingIsRefusedNotOverflowed) {

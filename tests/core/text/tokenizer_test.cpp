@@ -17,8 +17,8 @@
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/formats/gguf_file.hpp"
-#include "dwell/tools/gguf_writer.hpp"
 #include "dwell/status.h"
+#include "dwell/tools/gguf_writer.hpp"
 #include "test_paths.hpp"
 
 namespace dwell {

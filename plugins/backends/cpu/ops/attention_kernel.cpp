@@ -523,18 +523,18 @@ void sum_values(const Attention& x, const VecKernels& vk, int64_t kv_off, int64_
     const auto v_stride = static_cast<int64_t>(x.v_rows.row_stride());
     const auto ld = static_cast<size_t>(x.n_keys_max);
     std::fill(s.acc.begin(), s.acc.end(), 0.0f);
-    x.v_rows.for_each_run(first_row(x, n_keys), n_keys, [&](int64_t r0, const unsigned char* rows,
-                                                           int64_t n) {
-        if (x.v_type == DWELL_F16) {
-            vk.axpy_f16_multi(s.scores.data() + r0, x.n_keys_max, rows + 2 * kv_off, v_stride, n,
-                              s.acc.data(), x.hd, x.group, x.hd);
-            return;
-        }
-        for (int64_t hh = 0; hh < x.group; ++hh) {
-            add_values(vk, x.v_type, s.scores.data() + static_cast<size_t>(hh) * ld + r0, rows,
-                       v_stride, n, kv_off, s.acc.data() + hh * x.hd, x.hd);
-        }
-    });
+    x.v_rows.for_each_run(
+        first_row(x, n_keys), n_keys, [&](int64_t r0, const unsigned char* rows, int64_t n) {
+            if (x.v_type == DWELL_F16) {
+                vk.axpy_f16_multi(s.scores.data() + r0, x.n_keys_max, rows + 2 * kv_off, v_stride,
+                                  n, s.acc.data(), x.hd, x.group, x.hd);
+                return;
+            }
+            for (int64_t hh = 0; hh < x.group; ++hh) {
+                add_values(vk, x.v_type, s.scores.data() + static_cast<size_t>(hh) * ld + r0, rows,
+                           v_stride, n, kv_off, s.acc.data() + hh * x.hd, x.hd);
+            }
+        });
 }
 
 // The query heads sharing KV head g, at token t, over cache rows

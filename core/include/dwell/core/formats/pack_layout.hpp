@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "dwell/core/base/little_endian.hpp"
 #include "dwell/core/base/export.hpp"
+#include "dwell/core/base/little_endian.hpp"
 #include "dwell/tensor.h"
 
 namespace dwell {

@@ -25,9 +25,9 @@ enum class TensorRole : uint8_t {
 struct TensorSlot {
     dwell_tensor tensor{};
     TensorRole role = TensorRole::Activation;
-    int32_t view_of = -1;   // for views: the tensor whose data this shares (never a view)
+    int32_t view_of = -1;      // for views: the tensor whose data this shares (never a view)
     uint64_t view_offset = 0;  // for views: where in view_of's data this one starts (bytes)
-    int32_t producer = -1;  // node index that writes it, -1 for leaves
+    int32_t producer = -1;     // node index that writes it, -1 for leaves
     int32_t layer = -1;
 };
 

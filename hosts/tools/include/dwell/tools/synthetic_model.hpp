@@ -31,7 +31,18 @@
 namespace dwell {
 
 enum class SyntheticFamily {
-    llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3, llama3, phi3 };
+    llama,
+    qwen2,
+    gemma,
+    mixtral,
+    qwen3,
+    qwen3moe,
+    smollm3,
+    gemma2,
+    gemma3,
+    llama3,
+    phi3
+};
 
 // "llama", "qwen2", "gemma", "mixtral", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3",
 // "llama3", "phi3".
