@@ -24,6 +24,7 @@
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
 #include "dwell/tools/synthetic_model.hpp"
+#include "family_reference.hpp"
 #include "integration_support.hpp"
 
 namespace dwell::test {
@@ -31,59 +32,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct GemmaReference {
-    std::string sha256;
-    int64_t n_pos = 0, n_vocab = 0;
-    std::vector<int32_t> tokens, greedy;
-    std::vector<float> logits;  // [n_pos][n_vocab]
-};
-
-GemmaReference read_gemma_reference(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path.string() + ": cannot open");
-    GemmaReference r;
-    std::string line;
-    while (std::getline(in, line) && line != "data f32le") {
-        std::istringstream fields(line);
-        std::string key;
-        fields >> key;
-        const auto ids = [&] {
-            return std::vector<int32_t>(std::istream_iterator<int32_t>(fields),
-                                        std::istream_iterator<int32_t>());
-        };
-        if (key == "sha256") fields >> r.sha256;
-        if (key == "n_pos") fields >> r.n_pos;
-        if (key == "n_vocab") fields >> r.n_vocab;
-        if (key == "tokens") r.tokens = ids();
-        if (key == "greedy") r.greedy = ids();
-    }
-    if (line != "data f32le" || r.n_pos <= 0 || r.n_vocab <= 0 ||
-        static_cast<int64_t>(r.tokens.size()) != r.n_pos)
-        throw std::runtime_error(path.string() + ": malformed header");
-    r.logits.resize(static_cast<size_t>(r.n_pos * r.n_vocab));
-    in.read(reinterpret_cast<char*>(r.logits.data()),
-            static_cast<std::streamsize>(r.logits.size() * sizeof(float)));
-    if (in.gcount() != static_cast<std::streamsize>(r.logits.size() * sizeof(float)))
-        throw std::runtime_error(path.string() + ": truncated logits");
-    return r;
-}
-
-double cosine_of(const float* a, const float* b, int64_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        ab += double(a[i]) * b[i];
-        aa += double(a[i]) * a[i];
-        bb += double(b[i]) * b[i];
-    }
-    return ab / std::sqrt(aa * bb);
-}
-
-int32_t argmax(std::span<const float> l) {
-    return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-}
-
 // dwell's logits at every position of the reference's ids, cpu, F32 KV.
-std::vector<float> dwell_logits(Runtime& rt, const fs::path& gguf, const GemmaReference& ref) {
+std::vector<float> dwell_logits(Runtime& rt, const fs::path& gguf, const FamilyReference& ref) {
     auto model = Model::load(rt, gguf);
     SessionOptions so;
     so.kv_dtype = DWELL_F32;
@@ -92,11 +42,11 @@ std::vector<float> dwell_logits(Runtime& rt, const fs::path& gguf, const GemmaRe
     return {got.begin(), got.end()};
 }
 
-double min_cosine(const std::vector<float>& got, const GemmaReference& ref) {
+double min_cosine(const std::vector<float>& got, const FamilyReference& ref) {
     double m = 1.0;
     for (int64_t p = 0; p < ref.n_pos; ++p)
-        m = std::min(m, cosine_of(got.data() + p * ref.n_vocab, ref.logits.data() + p * ref.n_vocab,
-                                  ref.n_vocab));
+        m = std::min(m, logits_cosine(got.data() + p * ref.n_vocab,
+                                      ref.logits.data() + p * ref.n_vocab, ref.n_vocab));
     return m;
 }
 
@@ -110,8 +60,8 @@ protected:
         const char* keep = std::getenv("DWELL_FAMILY_GGUF_DIR");
         gguf_ = (keep && *keep ? fs::path(keep) : tmp_.path()) / (name_ + ".gguf");
         write_synthetic_model(spec_, gguf_);
-        ref_ = read_gemma_reference(fs::path(DWELL_TEST_SOURCE_DIR) / "tests" / "data" /
-                                    "families" / (name_ + ".logits"));
+        ref_ = read_family_reference(fs::path(DWELL_TEST_SOURCE_DIR) / "tests" / "data" /
+                                     "families" / (name_ + ".logits"));
         ASSERT_EQ(sha256_of(gguf_), ref_.sha256)
             << "generator changed: recompute tests/data/families/" << name_ << ".logits";
     }
@@ -121,7 +71,7 @@ protected:
     SyntheticModelSpec spec_;
     TempDir tmp_;
     fs::path gguf_;
-    GemmaReference ref_;
+    FamilyReference ref_;
 };
 
 TEST_P(GemmaFamilyReference, LogitsMatchLlamaCppToFiveNines) {
@@ -152,11 +102,11 @@ TEST_P(GemmaFamilyReference, GreedyTokensOneStepAtATimeMatchLlamaCpp) {
     so.kv_dtype = DWELL_F32;
     Session session(rt, model, so);
     std::vector<int32_t> got;
-    int32_t next = argmax(session.decode(ref_.tokens));
+    int32_t next = greedy_argmax(session.decode(ref_.tokens));
     for (size_t i = 0; i < ref_.greedy.size(); ++i) {
         got.push_back(next);
         const int32_t one[1] = {next};
-        next = argmax(session.decode(one));
+        next = greedy_argmax(session.decode(one));
     }
     EXPECT_EQ(got, ref_.greedy) << name_;
 }

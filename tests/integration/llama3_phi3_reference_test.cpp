@@ -22,6 +22,7 @@
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
 #include "dwell/tools/synthetic_model.hpp"
+#include "family_reference.hpp"
 #include "integration_support.hpp"
 
 namespace dwell::test {
@@ -62,59 +63,6 @@ SyntheticModelSpec llama3_phi3_spec(SyntheticFamily family) {
     return s;
 }
 
-struct Reference {
-    std::string sha256;
-    int64_t n_pos = 0;
-    int64_t n_vocab = 0;
-    std::vector<int32_t> tokens;
-    std::vector<int32_t> greedy;
-    std::vector<float> logits;  // [n_pos][n_vocab]
-};
-
-// The `dwell-logits 1` format: header lines, "data f32le", the floats.
-Reference read_reference(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path.string() + ": cannot open");
-    Reference r;
-    std::string line;
-    while (std::getline(in, line) && line != "data f32le") {
-        std::istringstream fields(line);
-        std::string key;
-        fields >> key;
-        if (key == "sha256") fields >> r.sha256;
-        if (key == "n_pos") fields >> r.n_pos;
-        if (key == "n_vocab") fields >> r.n_vocab;
-        if (key == "tokens" || key == "greedy") {
-            auto& ids = key == "tokens" ? r.tokens : r.greedy;
-            ids.assign(std::istream_iterator<int32_t>(fields), std::istream_iterator<int32_t>());
-        }
-    }
-    if (line != "data f32le" || r.n_pos <= 0 || r.n_vocab <= 0 ||
-        static_cast<int64_t>(r.tokens.size()) != r.n_pos)
-        throw std::runtime_error(path.string() + ": malformed header");
-    r.logits.resize(static_cast<size_t>(r.n_pos * r.n_vocab));
-    in.read(reinterpret_cast<char*>(r.logits.data()),
-            static_cast<std::streamsize>(r.logits.size() * sizeof(float)));
-    if (in.gcount() != static_cast<std::streamsize>(r.logits.size() * sizeof(float)))
-        throw std::runtime_error(path.string() + ": truncated logits");
-    return r;
-}
-
-double cosine(const float* a, const float* b, int64_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        ab += double(a[i]) * b[i];
-        aa += double(a[i]) * a[i];
-        bb += double(b[i]) * b[i];
-    }
-    return ab / std::sqrt(aa * bb);
-}
-
-// The lowest id among the largest logits, as the reference breaks ties.
-int32_t argmax(std::span<const float> logits) {
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
 class Llama3Phi3Reference : public ::testing::TestWithParam<SyntheticFamily> {};
 
 TEST_P(Llama3Phi3Reference, LogitsAndGreedyTokensMatchLlamaCpp) {
@@ -126,8 +74,7 @@ TEST_P(Llama3Phi3Reference, LogitsAndGreedyTokensMatchLlamaCpp) {
     const fs::path gguf = (keep && *keep ? fs::path(keep) : tmp.path()) / (name + ".gguf");
     write_synthetic_model(llama3_phi3_spec(family), gguf);
 
-    const Reference ref = read_reference(fs::path(DWELL_TEST_SOURCE_DIR) / "tests" / "data" /
-                                         "families" / (name + ".logits"));
+    const FamilyReference ref = read_family_reference(family_reference_path(name));
     ASSERT_EQ(sha256_of(gguf), ref.sha256)
         << "generator changed: recompute tests/data/families/" << name
         << ".logits with llama.cpp as tests/data/families/README.md says";
@@ -147,21 +94,21 @@ TEST_P(Llama3Phi3Reference, LogitsAndGreedyTokensMatchLlamaCpp) {
 
     double min_cos = 1.0;
     for (int64_t p = 0; p < ref.n_pos; ++p) {
-        const double c =
-            cosine(got.data() + p * ref.n_vocab, ref.logits.data() + p * ref.n_vocab, ref.n_vocab);
+        const double c = logits_cosine(got.data() + p * ref.n_vocab,
+                                       ref.logits.data() + p * ref.n_vocab, ref.n_vocab);
         EXPECT_GE(c, 0.99999) << name << ": position " << p << " (token " << ref.tokens[p] << ")";
         min_cos = std::min(min_cos, c);
     }
 
     // Greedy, one token per step, from the batch's last logits.
     std::vector<int32_t> greedy;
-    int32_t next =
-        argmax({got.data() + (ref.n_pos - 1) * ref.n_vocab, static_cast<size_t>(ref.n_vocab)});
+    int32_t next = greedy_argmax(
+        {got.data() + (ref.n_pos - 1) * ref.n_vocab, static_cast<size_t>(ref.n_vocab)});
     for (size_t k = 0; k < ref.greedy.size(); ++k) {
         greedy.push_back(next);
         if (k + 1 == ref.greedy.size()) break;
         const int32_t one[1] = {next};
-        next = argmax(session.decode(one));
+        next = greedy_argmax(session.decode(one));
     }
     EXPECT_EQ(greedy, ref.greedy) << name;
     std::printf("%s: minimum cosine over %lld positions %.8f, greedy %zu tokens %s\n", name.c_str(),

@@ -23,6 +23,7 @@
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
 #include "dwell/tools/synthetic_model.hpp"
+#include "family_reference.hpp"
 #include "integration_support.hpp"
 
 namespace dwell {
@@ -36,53 +37,6 @@ namespace dwell::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct ReferenceLogits {
-    std::string sha256;
-    int64_t n_pos = 0;
-    int64_t n_vocab = 0;
-    std::vector<int32_t> tokens;
-    std::vector<float> logits;  // [n_pos][n_vocab]
-};
-
-// The format the dumper writes: text header lines, then "data f32le" and
-// n_pos * n_vocab little-endian floats.
-ReferenceLogits read_reference(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path.string() + ": cannot open");
-    ReferenceLogits r;
-    std::string line;
-    while (std::getline(in, line) && line != "data f32le") {
-        std::istringstream fields(line);
-        std::string key;
-        fields >> key;
-        if (key == "sha256") fields >> r.sha256;
-        if (key == "n_pos") fields >> r.n_pos;
-        if (key == "n_vocab") fields >> r.n_vocab;
-        if (key == "tokens")
-            r.tokens.assign(std::istream_iterator<int32_t>(fields),
-                            std::istream_iterator<int32_t>());
-    }
-    if (line != "data f32le" || r.n_pos <= 0 || r.n_vocab <= 0 ||
-        static_cast<int64_t>(r.tokens.size()) != r.n_pos)
-        throw std::runtime_error(path.string() + ": malformed header");
-    r.logits.resize(static_cast<size_t>(r.n_pos * r.n_vocab));
-    in.read(reinterpret_cast<char*>(r.logits.data()),
-            static_cast<std::streamsize>(r.logits.size() * sizeof(float)));
-    if (in.gcount() != static_cast<std::streamsize>(r.logits.size() * sizeof(float)))
-        throw std::runtime_error(path.string() + ": truncated logits");
-    return r;
-}
-
-double cosine(const float* a, const float* b, int64_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        ab += double(a[i]) * b[i];
-        aa += double(a[i]) * a[i];
-        bb += double(b[i]) * b[i];
-    }
-    return ab / std::sqrt(aa * bb);
-}
 
 double stddev(const float* a, int64_t n) {
     double sum = 0, sq = 0;
@@ -112,7 +66,7 @@ TEST_P(ModelFamilyReference, LogitsMatchLlamaCppAtEveryPosition) {
 
     const fs::path data =
         fs::path(DWELL_TEST_SOURCE_DIR) / "tests" / "data" / "families" / (name + ".logits");
-    const ReferenceLogits ref = read_reference(data);
+    const FamilyReference ref = read_family_reference(data);
     ASSERT_EQ(sha256_of(gguf), ref.sha256)
         << "generator changed: recompute tests/data/families/" << name
         << ".logits with llama.cpp as tests/data/families/README.md says";
@@ -130,7 +84,7 @@ TEST_P(ModelFamilyReference, LogitsMatchLlamaCppAtEveryPosition) {
     double min_cos = 1.0, min_std = 1e30;
     for (int64_t p = 0; p < ref.n_pos; ++p) {
         const float* want = ref.logits.data() + p * ref.n_vocab;
-        const double c = cosine(got.data() + p * ref.n_vocab, want, ref.n_vocab);
+        const double c = logits_cosine(got.data() + p * ref.n_vocab, want, ref.n_vocab);
         EXPECT_GE(c, 0.999) << name << ": position " << p << " (token " << ref.tokens[p] << ")";
         min_cos = std::min(min_cos, c);
         min_std = std::min(min_std, stddev(want, ref.n_vocab));

@@ -26,6 +26,7 @@
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/session/session.hpp"
 #include "dwell/tools/synthetic_model.hpp"
+#include "family_reference.hpp"
 #include "integration_support.hpp"
 
 namespace dwell {
@@ -45,63 +46,6 @@ constexpr double kMinCosine = 0.99999;
 constexpr int64_t kMinPositions = 48;
 constexpr size_t kGreedyTokens = 32;
 
-struct GreedyReference {
-    std::string sha256;
-    int64_t n_pos = 0;
-    int64_t n_vocab = 0;
-    std::vector<int32_t> tokens;
-    std::vector<int32_t> greedy;  // llama.cpp's greedy continuation, one token per step
-    double greedy_min_margin = 0;
-    std::vector<float> logits;  // [n_pos][n_vocab]
-};
-
-// The `dwell-logits 1` format with logits_dump's `greedy` header lines.
-GreedyReference read_greedy_reference(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path.string() + ": cannot open");
-    GreedyReference r;
-    std::string line;
-    while (std::getline(in, line) && line != "data f32le") {
-        std::istringstream fields(line);
-        std::string key;
-        fields >> key;
-        const auto ids = [&] {
-            return std::vector<int32_t>(std::istream_iterator<int32_t>(fields),
-                                        std::istream_iterator<int32_t>());
-        };
-        if (key == "sha256") fields >> r.sha256;
-        if (key == "n_pos") fields >> r.n_pos;
-        if (key == "n_vocab") fields >> r.n_vocab;
-        if (key == "tokens") r.tokens = ids();
-        if (key == "greedy") r.greedy = ids();
-        if (key == "greedy_min_margin") fields >> r.greedy_min_margin;
-    }
-    if (line != "data f32le" || r.n_pos <= 0 || r.n_vocab <= 0 ||
-        static_cast<int64_t>(r.tokens.size()) != r.n_pos)
-        throw std::runtime_error(path.string() + ": malformed header");
-    r.logits.resize(static_cast<size_t>(r.n_pos * r.n_vocab));
-    in.read(reinterpret_cast<char*>(r.logits.data()),
-            static_cast<std::streamsize>(r.logits.size() * sizeof(float)));
-    if (in.gcount() != static_cast<std::streamsize>(r.logits.size() * sizeof(float)))
-        throw std::runtime_error(path.string() + ": truncated logits");
-    return r;
-}
-
-double cosine(const float* a, const float* b, int64_t n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        ab += double(a[i]) * b[i];
-        aa += double(a[i]) * a[i];
-        bb += double(b[i]) * b[i];
-    }
-    return ab / std::sqrt(aa * bb);
-}
-
-// The lowest id among the largest logits, as logits_dump picks.
-int32_t argmax(std::span<const float> logits) {
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
 class Qwen3FamilyReference : public ::testing::TestWithParam<SyntheticFamily> {};
 
 TEST_P(Qwen3FamilyReference, StrictLogitsAndGreedyDecodeOneTokenPerStepMatchLlamaCpp) {
@@ -114,8 +58,7 @@ TEST_P(Qwen3FamilyReference, StrictLogitsAndGreedyDecodeOneTokenPerStepMatchLlam
     TempDir tmp;
     const fs::path gguf = tmp.path() / (name + ".gguf");
     write_synthetic_model(family_reference_spec(family), gguf);
-    const GreedyReference ref = read_greedy_reference(fs::path(DWELL_TEST_SOURCE_DIR) / "tests" /
-                                                      "data" / "families" / (name + ".logits"));
+    const FamilyReference ref = read_family_reference(family_reference_path(name));
     ASSERT_EQ(sha256_of(gguf), ref.sha256)
         << "generator changed: recompute tests/data/families/" << name
         << ".logits with llama.cpp as tests/data/families/README.md says";
@@ -133,8 +76,8 @@ TEST_P(Qwen3FamilyReference, StrictLogitsAndGreedyDecodeOneTokenPerStepMatchLlam
     ASSERT_EQ(static_cast<int64_t>(got.size()), ref.n_pos * ref.n_vocab);
     double min_cos = 1.0;
     for (int64_t p = 0; p < ref.n_pos; ++p) {
-        const double c =
-            cosine(got.data() + p * ref.n_vocab, ref.logits.data() + p * ref.n_vocab, ref.n_vocab);
+        const double c = logits_cosine(got.data() + p * ref.n_vocab,
+                                       ref.logits.data() + p * ref.n_vocab, ref.n_vocab);
         EXPECT_GE(c, kMinCosine) << name << ": position " << p << " (token " << ref.tokens[p]
                                  << ")";
         min_cos = std::min(min_cos, c);
@@ -144,7 +87,7 @@ TEST_P(Qwen3FamilyReference, StrictLogitsAndGreedyDecodeOneTokenPerStepMatchLlam
     std::vector<int32_t> greedy;
     std::span<const float> last = got.subspan(static_cast<size_t>((ref.n_pos - 1) * ref.n_vocab));
     while (greedy.size() < kGreedyTokens) {
-        greedy.push_back(argmax(last));
+        greedy.push_back(greedy_argmax(last));
         if (greedy.size() == kGreedyTokens) break;
         const int32_t next[1] = {greedy.back()};
         last = session.decode(next);
