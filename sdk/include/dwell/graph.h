@@ -74,6 +74,16 @@
  *                or quantization.
  *  SOFTCAP       (ABI 1.5) in0 -> c * tanh(in0 / c), elementwise; fparams[0] = c > 0
  *                (Gemma 2's final-logit soft-capping).
+ *  SHORT_CONV    (ABI 1.6) in0 x [C, T], in1 kernel [K, C] F32 or F16 (row c
+ *                holds channel c's K taps, oldest first; 2 <= K <= 16), in2
+ *                the layer's carried state F32 [C, K - 1] from
+ *                dwell_graph_builder.recurrent_state (row j is the input K - 1
+ *                - j steps before the batch's first token; zeros in a fresh
+ *                sequence). With xx = the K - 1 state rows then the T rows of
+ *                x: out[t][c] = sum_j kernel[c][j] * xx[t + j][c] -> [C, T].
+ *                Then writes the last K - 1 rows of xx into in2: the state
+ *                the next batch of the same sequence starts from (LFM2's
+ *                short convolution). Only in2 is written; T >= 1.
  *
  * Thread-safety: a graph is immutable while a backend executes it.
  * Ownership: the host owns graphs, tensors and node arrays; a plugin must
@@ -113,8 +123,9 @@ typedef enum dwell_op {
     DWELL_OP_EXPERT_MATMUL = 16,
     DWELL_OP_MOE_COMBINE = 17,
     DWELL_OP_CPY = 18,
-    DWELL_OP_SOFTCAP = 19, /* ABI 1.5 */
-    DWELL_OP_COUNT = 20,
+    DWELL_OP_SOFTCAP = 19,    /* ABI 1.5 */
+    DWELL_OP_SHORT_CONV = 20, /* ABI 1.6 */
+    DWELL_OP_COUNT = 21,
     DWELL_OP_MIN_ENUM_ = -0x7fffffff - 1, /* 32 bits; any int32 loads safely */
     DWELL_OP_MAX_ENUM_ = 0x7fffffff
 } dwell_op;
@@ -174,7 +185,8 @@ static inline const char* dwell_op_name(dwell_op op) {
     static const char* const names[DWELL_OP_COUNT] = {
         "none",       "get_rows", "matmul",        "add",         "mul",  "scale",  "rms_norm",
         "layer_norm", "rope",     "attention",     "silu",        "gelu", "swiglu", "softmax",
-        "topk",       "gather",   "expert_matmul", "moe_combine", "cpy",  "softcap"};
+        "topk",       "gather",   "expert_matmul", "moe_combine", "cpy",  "softcap",
+        "short_conv"};
     return (op >= 0 && op < DWELL_OP_COUNT) ? names[op] : "unknown";
 }
 

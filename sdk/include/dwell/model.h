@@ -13,6 +13,15 @@
  *  - builder->kv_cache(layer, 0|1) returns the key|value cache of a layer,
  *    shaped [kv_width, n_ctx] as declared in dwell_model_info.
  *  - set_output marks the logits tensor, [n_vocab, R] F32.
+ *  - ABI 1.6: builder->recurrent_state(layer, which, ...) returns the
+ *    sequence's carried state `which` (0 or 1) of a layer, F32, of
+ *    dwell_model_info.state_elems[which] elements, for hybrid models (LFM2's
+ *    convolution state; a linear-attention state). The host owns it per
+ *    session: zero in a fresh sequence, copied by fork, carried by session
+ *    files, restored when a step fails, and kept as it is by a context
+ *    shift (so only state that depends on the last tokens alone, such as a
+ *    short convolution's, stays exact across one). Only ops that document
+ *    writing it (SHORT_CONV) may write it.
  *
  * Thread-safety: calls on one model object come from one thread at a time
  * (the host serialises build_graph across sessions); different model
@@ -59,6 +68,10 @@ typedef struct dwell_model_info {
     int64_t n_ctx_train;
     int32_t n_layer;
     int64_t kv_width; /* head_dim * n_head_kv: elements per cached token per layer */
+    /* ABI 1.6 (check DWELL_HAS_FIELD): F32 elements of the carried
+     * per-sequence states 0 and 1 of each layer that has them; 0 = none.
+     * A model with state_elems[0] > 0 is hybrid (see recurrent_state). */
+    int64_t state_elems[2];
 } dwell_model_info;
 
 typedef struct dwell_tensor_decl {
@@ -104,6 +117,12 @@ typedef struct dwell_graph_builder {
      * weight such as attn_qkv or a gate/up ffn_up. -1 if the weight is
      * absent or the rows are out of range. */
     int32_t (*weight_rows)(void* self, const char* name, int64_t first_row, int64_t n_rows);
+    /* ABI 1.6 (check DWELL_HAS_FIELD): the layer's carried state `which`
+     * (0 or 1), as an F32 tensor of the given shape, whose element count
+     * must equal dwell_model_info.state_elems[which]. -1 if the model
+     * declared no such state or the shape does not match. */
+    int32_t (*recurrent_state)(void* self, int32_t layer, int32_t which, int32_t n_dims,
+                               const int64_t* ne);
 } dwell_graph_builder;
 
 typedef struct dwell_model_plugin {

@@ -40,9 +40,11 @@ extern "C" {
  * dwell_tensor.flags; 1.3 dwell_backend_plugin.reconfigure; 1.4 FP8_E4M3 key
  * caches hold offset keys (quant.h); 1.5 windowed and soft-capped
  * ATTENTION, DWELL_OP_SOFTCAP, ROPE frequency factors (in2) and attention
- * factor (fparams[2]) (graph.h), dwell_graph_builder.weight_rows (model.h).
- * sdk/ABI.md has the details. */
-#define DWELL_ABI_MINOR 5
+ * factor (fparams[2]) (graph.h), dwell_graph_builder.weight_rows (model.h);
+ * 1.6 DWELL_OP_SHORT_CONV (graph.h), carried per-sequence state:
+ * dwell_model_info.state_elems and dwell_graph_builder.recurrent_state
+ * (model.h). sdk/ABI.md has the details. */
+#define DWELL_ABI_MINOR 6
 
 #if defined(_WIN32)
 #define DWELL_PLUGIN_EXPORT __declspec(dllexport)
