@@ -19,6 +19,7 @@ namespace {
 constexpr int32_t kNormal = 1;
 constexpr int32_t kControl = 3;
 constexpr int32_t kUserDefined = 4;
+constexpr int32_t kUnused = 5;
 
 struct Special {
     const char* text;
@@ -164,15 +165,16 @@ BpeVocab make_synthetic_bpe_vocab(int64_t n_vocab, uint64_t seed) {
     }
 
     Trainer trainer(word_counts);
-    const auto target = static_cast<size_t>(n_vocab - kSpecialCount);
-    while (trainer.n_tokens() < target) {
-        if (!trainer.merge_once()) {
-            throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                        "synthetic BPE vocabulary: n_vocab " + std::to_string(n_vocab) +
-                            " is too large: the training text supports at most " +
-                            std::to_string(trainer.n_tokens() + kSpecialCount) + " tokens");
-        }
+    auto target = static_cast<size_t>(n_vocab - kSpecialCount);
+    while (trainer.n_tokens() < target && trainer.merge_once()) {
     }
+    // A vocabulary of a real model's size (151,936 for Qwen3) needs more
+    // tokens than the training text yields: the rest are reserved tokens
+    // after the special ones, as real vocabularies hold, which text never
+    // encodes to but the output layer still scores (what a speed
+    // measurement of that shape needs).
+    const size_t n_reserved = target - trainer.n_tokens();
+    target = trainer.n_tokens();
 
     BpeVocab v;
     for (const std::string& bytes : trainer.token_bytes()) {
@@ -183,6 +185,10 @@ BpeVocab make_synthetic_bpe_vocab(int64_t n_vocab, uint64_t seed) {
     for (const Special& s : kSpecials) {
         v.tokens.emplace_back(s.text);
         v.types.push_back(s.type);
+    }
+    for (size_t i = 0; i < n_reserved; ++i) {
+        v.tokens.push_back("<|reserved_" + std::to_string(i) + "|>");
+        v.types.push_back(kUnused);
     }
     const auto eos = static_cast<int32_t>(target);  // "<|endoftext|>"
     v.bos = eos;
