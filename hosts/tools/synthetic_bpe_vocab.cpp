@@ -154,6 +154,14 @@ BpeVocab make_synthetic_bpe_vocab(int64_t n_vocab, uint64_t seed) {
                         ": 256 byte tokens and " + std::to_string(kSpecialCount) +
                         " special ones)");
     }
+    // Real vocabularies stay below 300k; a million bounds the reserved
+    // tokens a mistyped size would write.
+    constexpr int64_t kMax = 1'000'000;
+    if (n_vocab > kMax) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "synthetic BPE vocabulary: n_vocab " + std::to_string(n_vocab) +
+                        " is too large (at most " + std::to_string(kMax) + ")");
+    }
     const bpe::PreTokenizer pre(bpe::PreTokenizerKind::qwen2);
     std::map<std::string, int64_t> word_counts;
     const auto corpus = synthetic_bpe_corpus();
