@@ -436,7 +436,16 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
                                        (in_tools ? "the tools" : "a message"),
                                    p);
             }
-            text = chat->chat_template().render(r.messages, true, r.tools);
+            try {
+                text = chat->chat_template().render(r.messages, true, r.tools);
+            } catch (const Error& e) {
+                if (e.status() != DWELL_ERR_INVALID_ARGUMENT) throw;
+                // The template's refusal, named by the field the client can
+                // change: the tools where a by-pattern format has no place
+                // for them.
+                const bool tools = !r.tools.empty() && !chat->chat_template().runs_jinja();
+                throw RequestError(400, e.what(), tools ? "tools" : "messages");
+            }
         } else {
             text = std::move(job->request.prompt);
         }

@@ -96,7 +96,7 @@ protected:
         return client().Post(path.c_str(), headers, body.dump(), "application/json");
     }
     // A body whose objects keep their keys in the order written.
-    httplib::Result post(const std::string& path, const nlohmann::ordered_json& body) {
+    httplib::Result post_ordered(const std::string& path, const nlohmann::ordered_json& body) {
         return client().Post(path.c_str(), body.dump(), "application/json");
     }
 
@@ -435,7 +435,6 @@ TEST_F(Server, FieldsDwellDoesNotImplementAre400NamingThem) {
     if (IsSkipped()) return;
     const std::vector<std::pair<std::string, json>> unsupported = {
         {"response_format", {{"type", "json_object"}}},
-        {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})},
         {"tool_choice", "auto"},
         {"functions", json::array({{{"name", "f"}}})},
         {"logprobs", true},
@@ -457,6 +456,18 @@ TEST_F(Server, FieldsDwellDoesNotImplementAre400NamingThem) {
         EXPECT_EQ(r->status, 400) << r->body;
         EXPECT_EQ(json::parse(r->body)["error"]["param"], field) << r->body;
     }
+    // Tools are for a model's own template; the by-pattern chatml has no
+    // place for them.
+    const auto tools =
+        post("/v1/chat/completions",
+             {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+              {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})}});
+    ASSERT_TRUE(tools);
+    EXPECT_EQ(tools->status, 400) << tools->body;
+    EXPECT_EQ(json::parse(tools->body)["error"]["param"], "tools");
+    EXPECT_EQ(json::parse(tools->body)["error"]["message"],
+              "the 'chatml' chat format has no place for tools; only a model's own Jinja template "
+              "(tokenizer.chat_template, without --chat-template) renders them");
     // Their neutral values ask for nothing and pass.
     const auto r = post("/v1/completions", {{"prompt", "Once"},
                                             {"max_tokens", 2},
@@ -684,7 +695,7 @@ TEST_F(Server, ToolsAndToolMessagesReachTheModelsTemplate) {
     }
     ordered body = {
         {"messages", messages}, {"tools", spec["tools"]}, {"max_tokens", 1}, {"temperature", 0}};
-    const auto r = post("/v1/chat/completions", body);
+    const auto r = post_ordered("/v1/chat/completions", body);
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     const Tokenizer& tok = model_->tokenizer();
@@ -694,14 +705,14 @@ TEST_F(Server, ToolsAndToolMessagesReachTheModelsTemplate) {
     // Without the tools the prompt is shorter: they were in it.
     ordered bare = body;
     bare.erase("tools");
-    const auto shorter = post("/v1/chat/completions", bare);
+    const auto shorter = post_ordered("/v1/chat/completions", bare);
     ASSERT_TRUE(shorter);
     ASSERT_EQ(shorter->status, 200) << shorter->body;
     EXPECT_LT(json::parse(shorter->body)["usage"]["prompt_tokens"], expected);
 
     const auto refused = [&](const ordered& b, const std::string& param,
                              const std::string& message) {
-        const auto e = post("/v1/chat/completions", b);
+        const auto e = post_ordered("/v1/chat/completions", b);
         ASSERT_TRUE(e);
         EXPECT_EQ(e->status, 400) << e->body;
         const json j = json::parse(e->body);
@@ -714,7 +725,8 @@ TEST_F(Server, ToolsAndToolMessagesReachTheModelsTemplate) {
     const std::string args = "messages[2].tool_calls[0].function.arguments";
     refused(malformed, args,
             "'" + args +
-                "' must hold a JSON object: its text is not valid JSON: syntax error while "
+                "' must hold a JSON object: its text is not valid JSON: parse error at line 1, "
+                "column 10: syntax error while "
                 "parsing value - unexpected end of input; expected '[', '{', or a literal");
     ordered forged = body;
     forged["messages"][2]["tool_calls"][0]["function"]["arguments"] =

@@ -238,7 +238,8 @@ TEST(OpenAiRequest, MalformedToolsAndToolCallsAreRefusedNamingTheField) {
     const std::string args = "messages[1].tool_calls[0].function.arguments";
     expect_refused(call(R"({"function": {"name": "f", "arguments": "{\"a\": "}})"), true, args,
                    "'" + args +
-                       "' must hold a JSON object: its text is not valid JSON: syntax error while "
+                       "' must hold a JSON object: its text is not valid JSON: parse error at line "
+                       "1, column 7: syntax error while "
                        "parsing value - unexpected end of input; expected '[', '{', or a "
                        "literal");
     expect_refused(call(R"({"function": {"name": "f", "arguments": "[1, 2]"}})"), true, args,
