@@ -97,8 +97,9 @@ public:
     static ChatTemplate detect(std::string_view jinja_text);
 
     // The model's own template, run by the Jinja engine: messages, bos_token,
-    // eos_token and add_generation_prompt are its variables (ChatPrompt
-    // supplies the vocabulary's BOS and EOS texts). Stop strings and control
+    // eos_token, add_generation_prompt and, when render() is given tools,
+    // tools are its variables (ChatPrompt supplies the vocabulary's BOS and
+    // EOS texts). Stop strings and control
     // texts are those of the family detect() recognises, if any. Throws
     // dwell::Error (DWELL_ERR_UNSUPPORTED) naming the template position when
     // the engine cannot parse it or render a one-message conversation with it.
