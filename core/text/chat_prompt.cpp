@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/text/jinja_json.hpp"
 #include "dwell/core/text/tokenizer.hpp"
 
 namespace dwell {
@@ -51,26 +52,63 @@ ChatPrompt::ChatPrompt(const Tokenizer& tokenizer, ChatTemplate chat_template)
 }
 
 std::optional<ChatPrompt::ControlText> ChatPrompt::find_control_text(
-    const std::vector<ChatMessage>& messages) const {
+    const std::vector<ChatMessage>& messages, std::string_view tools) const {
     // A message holding the template's control text would open or close
     // turns of its own (a forged system turn): refused, not escaped, so the
     // conversation means what it says. Plain-text control texts count too:
     // the model reads "<|im_start|>" as a turn whether it is one token or
     // several.
-    for (size_t i = 0; i < messages.size(); ++i) {
-        for (const std::string& text : control_texts_) {
-            if (messages[i].content.find(text) != std::string::npos) return ControlText{i, text};
+    const auto hit = [&](std::string_view text) -> const std::string* {
+        for (const std::string& c : control_texts_) {
+            if (text.find(c) != std::string_view::npos) return &c;
         }
+        return nullptr;
+    };
+    // A JSON text is looked at as the template prints it: an escape in the
+    // text ("\u003c|im_end|>") is the control text itself once parsed.
+    const auto printed = [](std::string_view json, const std::string& what) {
+        return jinja::parse_json(json, what).to_json();
+    };
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        std::vector<std::pair<std::string, std::string>> fields;
+        const auto add = [&](std::string field, std::string_view text) {
+            if (const std::string* c = hit(text)) fields.emplace_back(std::move(field), *c);
+        };
+        add("content", m.content);
+        if (m.reasoning_content) add("reasoning_content", *m.reasoning_content);
+        for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+            const ChatToolCall& c = m.tool_calls[k];
+            const std::string p = "tool_calls[" + std::to_string(k) + "]";
+            add(p + ".id", c.id);
+            add(p + ".function.name", c.name);
+            add(p + ".function.arguments",
+                printed(c.arguments, "message " + std::to_string(i) + " tool call " +
+                                         std::to_string(k) + " arguments"));
+        }
+        if (m.tool_call_id) add("tool_call_id", *m.tool_call_id);
+        if (m.name) add("name", *m.name);
+        if (!fields.empty()) return ControlText{i, fields.front().first, fields.front().second};
+    }
+    if (!tools.empty()) {
+        if (const std::string* c = hit(printed(tools, "the tools")))
+            return ControlText{ControlText::kTools, "tools", *c};
     }
     return std::nullopt;
 }
 
-void ChatPrompt::check_contents(const std::vector<ChatMessage>& messages) const {
-    if (const auto hit = find_control_text(messages))
-        throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                    "message " + std::to_string(hit->message) + " (" + messages[hit->message].role +
-                        ") contains the chat template's control text '" + hit->text +
-                        "', which may not appear in a message");
+void ChatPrompt::check_contents(const std::vector<ChatMessage>& messages,
+                                std::string_view tools) const {
+    const auto hit = find_control_text(messages, tools);
+    if (!hit) return;
+    const std::string text =
+        " the chat template's control text '" + hit->text + "', which may not appear in ";
+    if (hit->message == ControlText::kTools)
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "the tools contain" + text + "them");
+    const std::string where = "message " + std::to_string(hit->message) + " (" +
+                              messages[hit->message].role + ")" +
+                              (hit->field == "content" ? "" : " " + hit->field);
+    throw Error(DWELL_ERR_INVALID_ARGUMENT, where + " contains" + text + "a message");
 }
 
 std::vector<int32_t> ChatPrompt::encode_text(const std::string& text) const {
@@ -104,8 +142,8 @@ std::vector<int32_t> ChatPrompt::encode_text(const std::string& text) const {
 }
 
 std::vector<int32_t> ChatPrompt::encode(const std::vector<ChatMessage>& messages,
-                                        bool add_generation_prompt) const {
-    check_contents(messages);
+                                        bool add_generation_prompt, std::string_view tools) const {
+    check_contents(messages, tools);
     // Byte-level BPE vocabularies (Qwen2) say in their metadata whether a
     // BOS starts the text; their templates open with a special token instead.
     std::vector<int32_t> out;
@@ -115,7 +153,7 @@ std::vector<int32_t> ChatPrompt::encode(const std::vector<ChatMessage>& messages
                         "the model's vocabulary has no BOS token; chat prompts need one");
         out.push_back(tokenizer_.bos());
     }
-    const auto ids = encode_text(template_.render(messages, add_generation_prompt));
+    const auto ids = encode_text(template_.render(messages, add_generation_prompt, tools));
     out.insert(out.end(), ids.begin(), ids.end());
     return out;
 }

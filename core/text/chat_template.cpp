@@ -16,6 +16,7 @@
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/printable_name.hpp"
 #include "dwell/core/text/jinja.hpp"
+#include "dwell/core/text/jinja_json.hpp"
 
 namespace dwell {
 namespace {
@@ -33,7 +34,7 @@ constexpr FamilyNames kNames[] = {
     {"mistral", {"mistral-v1", "mistral-v2", "mixtral"}},
     {"mistral-v3", {"mistral-v0.3"}},
     {"gemma", {"gemma2", "gemma-2", "gemma3", "gemma-3"}},
-    {"phi3", {"phi-3", "phi3.5", "phi-3.5"}},
+    {"phi3", {"phi-3", "phi3.5", "phi-3.5", "phi4-mini", "phi-4-mini"}},
     {"zephyr", {"tinyllama"}},
 };
 constexpr size_t kFamilies = std::size(kNames);
@@ -97,6 +98,73 @@ Role role_of(const ChatMessage& m) {
     if (m.role == "assistant") return Role::Assistant;
     throw Error(DWELL_ERR_INVALID_ARGUMENT, "chat message role '" + printable_name(m.role) +
                                                 "' is not one of system, user, assistant");
+}
+
+// A model's own template may also know tool results: "tool", as OpenAI's
+// API and most templates name them, and "ipython", Llama 3.x's name.
+void check_jinja_role(const ChatMessage& m) {
+    if (m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool" ||
+        m.role == "ipython")
+        return;
+    throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                "chat message role '" + printable_name(m.role) +
+                    "' is not one of system, user, assistant, tool, ipython");
+}
+
+bool has_tool_parts(const std::vector<ChatMessage>& messages, std::string_view tools) {
+    if (!trimmed(tools).empty()) return true;
+    return std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {
+        return !m.tool_calls.empty() || m.role == "tool" || m.role == "ipython";
+    });
+}
+
+// The message as the template sees it: the keys a client's message has,
+// in the order OpenAI's API writes them.
+jinja::Value message_value(const ChatMessage& m, size_t index) {
+    jinja::Object o{{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}};
+    if (m.reasoning_content)
+        o.emplace_back("reasoning_content", jinja::Value(*m.reasoning_content));
+    if (!m.tool_calls.empty()) {
+        jinja::Array calls;
+        for (size_t i = 0; i < m.tool_calls.size(); ++i) {
+            const ChatToolCall& c = m.tool_calls[i];
+            jinja::Object call;
+            call.reserve(3);
+            call.emplace_back("type", jinja::Value("function"));
+            if (!c.id.empty()) call.emplace_back("id", jinja::Value(c.id));
+            const std::string what = "message " + std::to_string(index) + " tool call " +
+                                     std::to_string(i) + " arguments";
+            call.emplace_back(
+                "function",
+                jinja::Value(jinja::Object{{"name", jinja::Value(c.name)},
+                                           {"arguments", jinja::parse_json(c.arguments, what)}}));
+            calls.emplace_back(std::move(call));
+        }
+        o.emplace_back("tool_calls", jinja::Value(std::move(calls)));
+    }
+    if (m.tool_call_id) o.emplace_back("tool_call_id", jinja::Value(*m.tool_call_id));
+    if (m.name) o.emplace_back("name", jinja::Value(*m.name));
+    return jinja::Value(std::move(o));
+}
+
+// The by-pattern families' formats have no place for tools: refused, not
+// silently dropped, so that a client never believes the model saw them.
+void refuse_tool_parts(const std::vector<ChatMessage>& messages, std::string_view tools,
+                       std::string_view family) {
+    const std::string what_to_do =
+        "; only a model's own Jinja template (tokenizer.chat_template, without "
+        "--chat-template) renders them";
+    if (!trimmed(tools).empty())
+        throw Error(
+            DWELL_ERR_INVALID_ARGUMENT,
+            "the '" + std::string(family) + "' chat format has no place for tools" + what_to_do);
+    for (size_t i = 0; i < messages.size(); ++i) {
+        if (!messages[i].tool_calls.empty())
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        "message " + std::to_string(i) + " (" + printable_name(messages[i].role) +
+                            ") has tool calls, which the '" + std::string(family) +
+                            "' chat format has no place for" + what_to_do);
+    }
 }
 
 // Families whose messages each get a turn of their own: header, content,
@@ -279,9 +347,14 @@ ChatTemplate::ChatTemplate(Family family) : family_(family) {
             break;
         case Family::Phi3:
             stop_strings_ = {"<|end|>", "<|endoftext|>"};
+            // Phi-4-mini's template wraps the system message's tools in
+            // <|tool|> ... <|/tool|> (and renders a tool's result as a
+            // <|tool|> turn): forged in a message, they would open either.
+            // The by-pattern rendering emits neither, so they are control
+            // texts only, not special tokens.
             special_tokens_ = {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"};
-            control_texts_ = {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>",
-                              "<|endoftext|>"};
+            control_texts_ = {"<|system|>",    "<|user|>", "<|assistant|>", "<|end|>",
+                              "<|endoftext|>", "<|tool|>", "<|/tool|>"};
             break;
         case Family::Zephyr:
             stop_strings_ = {"</s>"};
@@ -331,13 +404,15 @@ ChatTemplate ChatTemplate::detect(std::string_view jinja) {
         if (contains(jinja, "<|start_header_id|>")) return ChatTemplate(Family::Llama3);
         if (contains(jinja, "<|im_start|>")) return ChatTemplate(Family::ChatML);
         if (contains(jinja, "<start_of_turn>")) return ChatTemplate(Family::Gemma);
-        if (contains(jinja, "<|user|>")) {
-            // Phi-3 ends turns with <|end|>; Zephyr-style templates with eos_token.
-            if (contains(jinja, "<|end|>")) return ChatTemplate(Family::Phi3);
-            if (contains(jinja, "eos_token") || contains(jinja, "</s>")) {
-                return ChatTemplate(Family::Zephyr);
-            }
-        }
+        // Phi-3 ends turns with <|end|>; Zephyr-style templates with
+        // eos_token. Phi-4-mini's writes every role's marker as '<|' + role
+        // + '|>', so only <|assistant|> (the generation prompt) is literal.
+        if (contains(jinja, "<|end|>") &&
+            (contains(jinja, "<|user|>") || contains(jinja, "<|assistant|>")))
+            return ChatTemplate(Family::Phi3);
+        if (contains(jinja, "<|user|>") &&
+            (contains(jinja, "eos_token") || contains(jinja, "</s>")))
+            return ChatTemplate(Family::Zephyr);
         if (contains(jinja, "[INST]")) {
             if (contains(jinja, "<<SYS>>")) return ChatTemplate(Family::Llama2);
             // V1 templates write ' [/INST]' (space before); V3 '[/INST]'.
@@ -374,7 +449,7 @@ ChatTemplate ChatTemplate::from_jinja(std::string_view jinja_text) {
     // A template that cannot render the simplest conversation is refused
     // here, where choose() can still fall back, not at the first message.
     try {
-        (void)t.render_jinja({{"user", "Hello"}}, true);
+        (void)t.render_jinja({{"user", "Hello"}}, true, {});
     } catch (const Error& e) {
         throw Error(DWELL_ERR_UNSUPPORTED, e.what());
     }
@@ -403,18 +478,35 @@ void ChatTemplate::bind_vocabulary(std::string bos_text, std::string eos_text,
 }
 
 std::string ChatTemplate::render_jinja(const std::vector<ChatMessage>& messages,
-                                       bool add_generation_prompt) const {
+                                       bool add_generation_prompt, std::string_view tools) const {
     jinja::Array list;
-    for (const ChatMessage& m : messages) {
-        role_of(m);  // validates
-        list.emplace_back(
-            jinja::Object{{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}});
+    for (size_t i = 0; i < messages.size(); ++i) {
+        check_jinja_role(messages[i]);
+        list.push_back(message_value(messages[i], i));
     }
-    const jinja::Value context(
-        jinja::Object{{"messages", jinja::Value(std::move(list))},
-                      {"add_generation_prompt", jinja::Value(add_generation_prompt)},
-                      {"bos_token", jinja::Value(bos_text_)},
-                      {"eos_token", jinja::Value(eos_text_)}});
+    jinja::Object context{{"messages", jinja::Value()},
+                          {"add_generation_prompt", jinja::Value(add_generation_prompt)},
+                          {"bos_token", jinja::Value(bos_text_)},
+                          {"eos_token", jinja::Value(eos_text_)}};
+    if (!trimmed(tools).empty()) {
+        jinja::Value parsed = jinja::parse_json(tools, "the tools");
+        if (!parsed.is_array())
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        "the tools are not a JSON array of tool definitions");
+        // Phi-4-mini's template reads the tools from the system message, as
+        // the JSON text of the functions (its model card's format); no
+        // other template reads that key.
+        if (!list.empty() && messages.front().role == "system") {
+            jinja::Array functions;
+            for (const jinja::Value& t : parsed.array()) {
+                const jinja::Value* f = t.find("function");
+                functions.push_back(f && f->is_object() ? *f : t);
+            }
+            list.front().set("tools", jinja::Value(jinja::Value(std::move(functions)).to_json()));
+        }
+        context.emplace_back("tools", std::move(parsed));
+    }
+    context.front().second = jinja::Value(std::move(list));
     std::string text = jinja_->render(context);
     // The caller puts the BOS id first (see the file comment of the header);
     // the template's own "{{ bos_token }}" would be a second one.
@@ -425,13 +517,15 @@ std::string ChatTemplate::render_jinja(const std::vector<ChatMessage>& messages,
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
-                                 bool add_generation_prompt) const {
-    if (!jinja_) return render_family(messages, add_generation_prompt);
+                                 bool add_generation_prompt, std::string_view tools) const {
+    if (!jinja_) return render_family(messages, add_generation_prompt, tools);
     try {
-        return render_jinja(messages, add_generation_prompt);
+        return render_jinja(messages, add_generation_prompt, tools);
     } catch (const Error& e) {
+        // A conversation with tools has no by-pattern rendering to fall back to.
         if (!has_family_ || e.status() != DWELL_ERR_INVALID_ARGUMENT ||
-            std::string_view(e.what()).find("chat message role") == 0)
+            std::string_view(e.what()).find("chat message role") == 0 ||
+            has_tool_parts(messages, tools))
             throw;
         std::call_once(warned_->once, [&] {
             spdlog::warn(
@@ -439,12 +533,13 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
                 "family",
                 e.what(), kNames[static_cast<size_t>(family_)].canonical);
         });
-        return render_family(messages, add_generation_prompt);
+        return render_family(messages, add_generation_prompt, tools);
     }
 }
 
 std::string ChatTemplate::render_family(const std::vector<ChatMessage>& messages,
-                                        bool add_generation_prompt) const {
+                                        bool add_generation_prompt, std::string_view tools) const {
+    refuse_tool_parts(messages, tools, kNames[static_cast<size_t>(family_)].canonical);
     switch (family_) {
         case Family::Llama2:
             return render_llama2(messages);

@@ -46,7 +46,10 @@ struct CompletionRequest {
     bool chat = false;
     std::string prompt;                 // completions
     std::vector<ChatMessage> messages;  // chat completions
-    int32_t max_tokens = 0;             // 0: the server's default
+    // The tool definitions as JSON text (keys in the client's order), for
+    // the chat template; "" when the request has none.
+    std::string tools;
+    int32_t max_tokens = 0;  // 0: the server's default
     float temperature = 1.0f;
     float top_p = 1.0f;
     std::optional<uint64_t> seed;
@@ -61,13 +64,21 @@ inline constexpr int kMaxJsonDepth = 32;      // nesting of arrays and objects
 inline constexpr size_t kMaxMessages = 4096;  // messages of a chat request
 inline constexpr size_t kMaxStopStrings = 4;  // as OpenAI's API
 inline constexpr size_t kMaxStopBytes = 256;  // bytes in one stop string
+inline constexpr size_t kMaxTools = 128;      // tool definitions of a request (as OpenAI's API)
+inline constexpr size_t kMaxToolCalls = 64;   // tool calls of one message
+// Keys of one JSON object: the body is read keeping each object's keys in
+// order (the chat template prints tools as the client wrote them), and an
+// ordered object finds a key by scanning, so a body of one huge object
+// would cost quadratic time.
+inline constexpr size_t kMaxObjectKeys = 256;
 
 // Throws RequestError. max_tokens_limit caps max_tokens.
-CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat,
+CompletionRequest parse_completion_request(const nlohmann::ordered_json& body, bool chat,
                                            int32_t max_tokens_limit);
 
-// The body as received: parses the JSON (400 when it is not valid JSON or
-// nests deeper than kMaxJsonDepth, refused while parsing), then
+// The body as received: parses the JSON (400 when it is not valid JSON,
+// nests deeper than kMaxJsonDepth or has an object of more than
+// kMaxObjectKeys keys, refused while parsing), then
 // parse_completion_request().
 CompletionRequest parse_completion_body(std::string_view body, bool chat, int32_t max_tokens_limit);
 

@@ -424,14 +424,28 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
         // for a place: control texts, and a prompt too long by its bytes.
         std::string text;
         if (chat_api) {
-            if (const auto hit = chat->find_control_text(job->request.messages)) {
-                const std::string p = "messages[" + std::to_string(hit->message) + "].content";
+            const CompletionRequest& r = job->request;
+            if (const auto hit = chat->find_control_text(r.messages, r.tools)) {
+                const bool in_tools = hit->message == ChatPrompt::ControlText::kTools;
+                const std::string p =
+                    in_tools ? "tools"
+                             : "messages[" + std::to_string(hit->message) + "]." + hit->field;
                 throw RequestError(400,
                                    "'" + p + "' contains the chat template's control text '" +
-                                       hit->text + "', which may not appear in a message",
+                                       hit->text + "', which may not appear in " +
+                                       (in_tools ? "the tools" : "a message"),
                                    p);
             }
-            text = chat->chat_template().render(job->request.messages, true);
+            try {
+                text = chat->chat_template().render(r.messages, true, r.tools);
+            } catch (const Error& e) {
+                if (e.status() != DWELL_ERR_INVALID_ARGUMENT) throw;
+                // The template's refusal, named by the field the client can
+                // change: the tools where a by-pattern format has no place
+                // for them.
+                const bool tools = !r.tools.empty() && !chat->chat_template().runs_jinja();
+                throw RequestError(400, e.what(), tools ? "tools" : "messages");
+            }
         } else {
             text = std::move(job->request.prompt);
         }
@@ -466,8 +480,8 @@ void OpenAiServer::Impl::completion(const httplib::Request& req, httplib::Respon
 
         // Tokenized only once admitted: at most `parallel` prompts' tokens
         // are in memory at once.
-        job->text.prompt =
-            chat_api ? chat->encode(job->request.messages, true) : tok.encode(text, true);
+        job->text.prompt = chat_api ? chat->encode(job->request.messages, true, job->request.tools)
+                                    : tok.encode(text, true);
         text = {};
         const auto prompt_size = static_cast<int32_t>(job->text.prompt.size());
         if (prompt_size >= n_ctx)

@@ -155,12 +155,11 @@ TEST(OpenAiRequest, TopPZeroMeansGreedy) {
 
 TEST(OpenAiRequest, UnimplementedFieldsAreRefusedNamingThem) {
     for (const char* field :
-         {R"("response_format": {"type": "json_object"})", R"("tools": [{"type": "function"}])",
-          R"("tool_choice": "auto")", R"("functions": [{"name": "f"}])",
-          R"("function_call": "auto")", R"("logprobs": true)", R"("logprobs": 3)",
-          R"("top_logprobs": 1)", R"("logit_bias": {"7": 1})", R"("presence_penalty": 1)",
-          R"("frequency_penalty": 0.1)", R"("suffix": "x")", R"("best_of": 2)",
-          R"("echo": true)"}) {
+         {R"("response_format": {"type": "json_object"})", R"("tool_choice": "auto")",
+          R"("functions": [{"name": "f"}])", R"("function_call": "auto")", R"("logprobs": true)",
+          R"("logprobs": 3)", R"("top_logprobs": 1)", R"("logit_bias": {"7": 1})",
+          R"("presence_penalty": 1)", R"("frequency_penalty": 0.1)", R"("suffix": "x")",
+          R"("best_of": 2)", R"("echo": true)"}) {
         const std::string f = field;
         const std::string name = f.substr(1, f.find('"', 1) - 1);
         try {
@@ -181,6 +180,138 @@ TEST(OpenAiRequest, UnimplementedFieldsAreRefusedNamingThem) {
         false, 4096));
     expect_refused(R"({"prompt": "x", "presence_penalty": 3})", false, "presence_penalty",
                    "'presence_penalty' must be between -2.0 and 2.0");
+}
+
+// Tools and the parts of a tool-using conversation reach the chat
+// template: the tools as JSON text with the client's key order, an
+// assistant's calls (arguments as the JSON text OpenAI's API carries, or
+// the object some clients send), content null beside them, a tool's result
+// naming its call, reasoning_content.
+TEST(OpenAiRequest, ToolsAndToolMessagesGiveTheirFields) {
+    const CompletionRequest r = parse_completion_body(R"({
+        "tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
+                   "parameters": {"type": "object", "properties": {"z": {}, "a": {}}}}}],
+        "messages": [
+            {"role": "user", "content": "Weather?", "name": "ann"},
+            {"role": "assistant", "content": null, "reasoning_content": "call it",
+             "tool_calls": [{"id": "call_0", "type": "function",
+                             "function": {"name": "get_weather", "arguments": "{\"city\": \"Z\"}"}},
+                            {"function": {"name": "get_weather", "arguments": {"b": 1, "a": 2}}},
+                            {"function": {"name": "now", "arguments": ""}}]},
+            {"role": "tool", "tool_call_id": "call_0", "name": "get_weather", "content": "18"}]})",
+                                                      true, kMaxTokens);
+    EXPECT_EQ(r.tools, R"([{"type":"function","function":{"name":"get_weather","description":"d",)"
+                       R"("parameters":{"type":"object","properties":{"z":{},"a":{}}}}}])");
+    ASSERT_EQ(r.messages.size(), 3u);
+    EXPECT_EQ(r.messages[0].name, "ann");
+    const dwell::ChatMessage& a = r.messages[1];
+    EXPECT_EQ(a.content, "");
+    EXPECT_EQ(a.reasoning_content, "call it");
+    ASSERT_EQ(a.tool_calls.size(), 3u);
+    EXPECT_EQ(a.tool_calls[0].id, "call_0");
+    EXPECT_EQ(a.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(a.tool_calls[0].arguments, R"({"city": "Z"})");
+    EXPECT_EQ(a.tool_calls[1].id, "");
+    EXPECT_EQ(a.tool_calls[1].arguments, R"({"b":1,"a":2})");
+    EXPECT_EQ(a.tool_calls[2].arguments, "{}");
+    EXPECT_EQ(r.messages[2].role, "tool");
+    EXPECT_EQ(r.messages[2].tool_call_id, "call_0");
+    EXPECT_EQ(r.messages[2].name, "get_weather");
+    EXPECT_EQ(r.messages[2].content, "18");
+    // No tools: none for the template; [] asks for none.
+    EXPECT_EQ(parse_completion_body(messages_body(1), true, kMaxTokens).tools, "");
+    EXPECT_EQ(
+        parse_completion_body(R"({"messages": [{"role": "user", "content": "x"}], "tools": []})",
+                              true, kMaxTokens)
+            .tools,
+        "");
+}
+
+// Each malformed part is one 400 naming its field.
+TEST(OpenAiRequest, MalformedToolsAndToolCallsAreRefusedNamingTheField) {
+    const auto chat = [](const std::string& message) {
+        return R"({"messages": [{"role": "user", "content": "x"}, )" + message + "]}";
+    };
+    const auto call = [&](const std::string& c) {
+        return chat(R"({"role": "assistant", "content": null, "tool_calls": [)" + c + "]}");
+    };
+    const std::string args = "messages[1].tool_calls[0].function.arguments";
+    expect_refused(call(R"({"function": {"name": "f", "arguments": "{\"a\": "}})"), true, args,
+                   "'" + args +
+                       "' must hold a JSON object: its text is not valid JSON: parse error at line "
+                       "1, column 7: syntax error while "
+                       "parsing value - unexpected end of input; expected '[', '{', or a "
+                       "literal");
+    expect_refused(call(R"({"function": {"name": "f", "arguments": "[1, 2]"}})"), true, args,
+                   "'" + args + "' must hold a JSON object, not array");
+    expect_refused(call(R"({"function": {"name": "f", "arguments": 7}})"), true, args,
+                   "'" + args + "' must be a string holding a JSON object");
+    expect_refused(call(R"({"function": {"arguments": "{}"}})"), true,
+                   "messages[1].tool_calls[0].function.name",
+                   "'messages[1].tool_calls[0].function.name' must be a non-empty string");
+    expect_refused(call(R"({"type": "web", "function": {"name": "f"}})"), true,
+                   "messages[1].tool_calls[0].type",
+                   "'messages[1].tool_calls[0].type' must be \"function\"");
+    expect_refused(call(R"({"id": 3, "function": {"name": "f"}})"), true,
+                   "messages[1].tool_calls[0].id",
+                   "'messages[1].tool_calls[0].id' must be a string");
+    expect_refused(call(R"("f")"), true, "messages[1].tool_calls[0]",
+                   "'messages[1].tool_calls[0]' must be an object");
+    expect_refused(chat(R"({"role": "assistant", "content": "x", "tool_calls": {"name": "f"}})"),
+                   true, "messages[1].tool_calls", "'messages[1].tool_calls' must be an array");
+    expect_refused(chat(R"({"role": "user", "content": "x", "tool_calls": []})"), true,
+                   "messages[1].tool_calls",
+                   "'messages[1].tool_calls' is for assistant messages only");
+    expect_refused(chat(R"({"role": "assistant", "content": null})"), true, "messages[1].content",
+                   "'messages[1].content' must be a string or an array of text parts");
+    expect_refused(chat(R"({"role": "tool", "content": "1", "tool_call_id": ["c"]})"), true,
+                   "messages[1].tool_call_id", "'messages[1].tool_call_id' must be a string");
+    expect_refused(chat(R"({"role": "user", "content": "1", "tool_call_id": "c"})"), true,
+                   "messages[1].tool_call_id",
+                   "'messages[1].tool_call_id' is for tool messages only");
+    expect_refused(chat(R"({"role": "assistant", "content": "1", "reasoning_content": 5})"), true,
+                   "messages[1].reasoning_content",
+                   "'messages[1].reasoning_content' must be a string");
+    std::string many = "[";
+    for (size_t i = 0; i <= dwell::server::kMaxToolCalls; ++i)
+        many += std::string(i ? "," : "") + R"({"function": {"name": "f"}})";
+    expect_refused(chat(R"({"role": "assistant", "content": "", "tool_calls": )" + many + "]}"),
+                   true, "messages[1].tool_calls",
+                   "'messages[1].tool_calls' holds 65 tool calls, more than the 64 a message may "
+                   "hold");
+    const std::string user = R"({"messages": [{"role": "user", "content": "x"}], "tools": )";
+    expect_refused(user + R"({"type": "function"}})", true, "tools", "'tools' must be an array");
+    expect_refused(user + R"([{"type": "function"}]})", true, "tools[0].function",
+                   "'tools[0].function' must be an object");
+    expect_refused(user + R"([{"type": "code_interpreter"}]})", true, "tools[0]",
+                   "'tools[0]' must be {\"type\": \"function\", \"function\": {...}}");
+    expect_refused(user + R"([{"type": "function", "function": {"name": ""}}]})", true,
+                   "tools[0].function.name", "'tools[0].function.name' must be a non-empty string");
+    expect_refused(R"({"prompt": "x", "tools": [{"type": "function"}]})", false, "tools",
+                   "'tools' are for chat completions (/v1/chat/completions) only");
+}
+
+// The body keeps each object's keys in order, and an ordered object finds a
+// key by scanning: an object of more keys than the bound is refused while
+// parsing, before it costs quadratic time.
+TEST(OpenAiRequest, AnObjectOfTooManyKeysIsRefusedWhileParsing) {
+    const auto object = [](size_t keys) {
+        std::string s = "{";
+        for (size_t i = 0; i < keys; ++i)
+            s += std::string(i ? "," : "") + "\"k" + std::to_string(i) + "\": 1";
+        return s + "}";
+    };
+    const std::string start = R"({"messages": [{"role": "user", "content": "x"}], "metadata": )";
+    EXPECT_NO_THROW((void)parse_completion_body(start + object(256) + "}", true, kMaxTokens));
+    expect_refused(start + object(257) + "}", true, "",
+                   "the body has an object of more than 256 keys");
+    const std::string call =
+        R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"function": )"
+        R"({"name": "f", "arguments": )" +
+        nlohmann::json(object(257)).dump() + "}}]}]}";
+    expect_refused(call, true, "messages[0].tool_calls[0].function.arguments",
+                   "'messages[0].tool_calls[0].function.arguments' must hold a JSON object: its "
+                   "text has an object of more than 256 keys");
 }
 
 // The byte bound the server refuses long prompts by, against what the

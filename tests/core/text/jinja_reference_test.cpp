@@ -109,7 +109,7 @@ TEST(JinjaReference, PublishedTemplatesRenderAsJinja2Does) {
             ++checked;
         }
     }
-    EXPECT_GE(checked, 9 * 5);
+    EXPECT_GE(checked, 11 * 5);  // the README's 10 templates and features.jinja, 5 cases each
 }
 
 }  // namespace

@@ -10,7 +10,8 @@
 // refuses the template (one warning line); `--chat-template NAME` picks a
 // family by name instead (named()). Known families: llama2, llama3, chatml, mistral (Mistral's
 // tokenizer V1: Mistral 7B Instruct v0.1/v0.2, Mixtral 8x7B), mistral-v3
-// (tokenizer V3: Mistral 7B Instruct v0.3, Mixtral 8x22B), gemma, phi3 and
+// (tokenizer V3: Mistral 7B Instruct v0.3, Mixtral 8x22B), gemma, phi3 (Phi-3,
+// Phi-3.5, Phi-4-mini) and
 // zephyr (TinyLlama-Chat; turns end with the sentencepiece EOS "</s>").
 //
 // The rendered text, and how to tokenize it:
@@ -54,9 +55,30 @@ namespace jinja {
 class Template;
 }
 
+// A function call the assistant made, as OpenAI's API carries it.
+struct ChatToolCall {
+    std::string id;  // the call's id ("call_0"); empty: none given
+    std::string name;
+    // JSON text of the arguments, as the API's `function.arguments`
+    // carries them; templates see the parsed value (an object), as
+    // Python's json.loads() gives it, so that `tojson` renders it as
+    // Jinja2 renders a dict.
+    std::string arguments{"{}"};
+};
+
+// One turn. Only role and content are needed; the other fields reach the
+// model's Jinja template as the message's keys of the same names when set
+// (reasoning_content when it has a value, tool_calls when non-empty), as
+// transformers passes them to Jinja2.
 struct ChatMessage {
-    std::string role;  // "system", "user" or "assistant"
+    // "system", "user" or "assistant"; for a Jinja template also "tool" (a
+    // tool's result) and "ipython" (Llama 3.x's name for it).
+    std::string role;
     std::string content;
+    std::optional<std::string> reasoning_content{};  // the assistant's thinking
+    std::vector<ChatToolCall> tool_calls{};          // the assistant's calls
+    std::optional<std::string> tool_call_id{};       // role "tool": the call it answers
+    std::optional<std::string> name{};               // role "tool": the function's name
 };
 
 class DWELL_CORE_API ChatTemplate {
@@ -75,8 +97,9 @@ public:
     static ChatTemplate detect(std::string_view jinja_text);
 
     // The model's own template, run by the Jinja engine: messages, bos_token,
-    // eos_token and add_generation_prompt are its variables (ChatPrompt
-    // supplies the vocabulary's BOS and EOS texts). Stop strings and control
+    // eos_token, add_generation_prompt and, when render() is given tools,
+    // tools are its variables (ChatPrompt supplies the vocabulary's BOS and
+    // EOS texts). Stop strings and control
     // texts are those of the family detect() recognises, if any. Throws
     // dwell::Error (DWELL_ERR_UNSUPPORTED) naming the template position when
     // the engine cannot parse it or render a one-message conversation with it.
@@ -100,14 +123,28 @@ public:
     const std::string& name() const { return name_; }
 
     // The prompt text for `messages` (see the file comment for BOS and special
-    // tokens). Roles other than system/user/assistant throw dwell::Error
-    // (DWELL_ERR_INVALID_ARGUMENT) naming the role. Families without a
-    // system turn (llama2, mistral, mistral-v3, gemma) put system text at the
-    // start of the next user message, as their official templates do. A Jinja
-    // template's errors (raise_exception(), a bound exceeded) throw
-    // dwell::Error naming the template position, unless a recognised family
-    // can render instead (then one warning line per template, the first time).
-    std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+    // tokens). Roles other than system/user/assistant (and tool/ipython for a
+    // Jinja template) throw dwell::Error (DWELL_ERR_INVALID_ARGUMENT) naming
+    // the role. Families without a system turn (llama2, mistral, mistral-v3,
+    // gemma) put system text at the start of the next user message, as their
+    // official templates do. A Jinja template's errors (raise_exception(), a
+    // bound exceeded) throw dwell::Error naming the template position, unless
+    // a recognised family can render instead (then one warning line per
+    // template, the first time) and the conversation has no tool parts.
+    //
+    // `tools` is the JSON text of the tool definitions (OpenAI's `tools`: an
+    // array of {"type": "function", "function": {name, description,
+    // parameters}}), or empty for none; a Jinja template sees the parsed
+    // list as its `tools` variable, and a leading system message also gets
+    // a `tools` key, the JSON text of the functions (each tool's
+    // `function`), which is where Phi-4-mini's template reads them. The
+    // by-pattern families have no format for tools, tool calls or tool
+    // results and refuse them in one line naming the message; they leave
+    // reasoning_content out, as the official templates leave out the
+    // thinking of earlier turns. A tools text or arguments text that is not
+    // JSON throws (DWELL_ERR_INVALID_ARGUMENT) naming it.
+    std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                       std::string_view tools = {}) const;
 
     // Texts of tokens that end the assistant's turn, e.g. "<|eot_id|>". The
     // generation loop stops when the sampled token's piece
@@ -130,10 +167,10 @@ private:
     friend class ChatPrompt;  // binds the vocabulary's BOS and EOS texts
     enum class Family { Llama2, Llama3, ChatML, Mistral, MistralV3, Gemma, Phi3, Zephyr };
     explicit ChatTemplate(Family family);
-    std::string render_family(const std::vector<ChatMessage>& messages,
-                              bool add_generation_prompt) const;
-    std::string render_jinja(const std::vector<ChatMessage>& messages,
-                             bool add_generation_prompt) const;
+    std::string render_family(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                              std::string_view tools) const;
+    std::string render_jinja(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                             std::string_view tools) const;
     void bind_vocabulary(std::string bos_text, std::string eos_text, bool strip_leading_bos);
 
     Family family_;
