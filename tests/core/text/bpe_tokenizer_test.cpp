@@ -111,8 +111,9 @@ BpeVocab llama3_vocab(BpeVocab v) {
 
 // The smollm and gpt-4o files' vocabulary: the synthetic one plus merges
 // across the places where their patterns split otherwise than qwen2's and
-// gpt-2's (digit runs; camel case and contractions; a case change within
-// Cyrillic, which llama.cpp's gpt-4o split does not see), ranked first so
+// gpt-2's (digit runs; camel case and contractions; a newline and '/' after
+// punctuation; a case change within Cyrillic, which llama.cpp's gpt-4o split
+// does not see), ranked first so
 // that they apply wherever their halves meet within a word. The tokens are
 // appended, so that the other ids stay.
 BpeVocab split_vocab(BpeVocab v) {
@@ -124,7 +125,11 @@ BpeVocab split_vocab(BpeVocab v) {
                                       {"p", "R"},
                                       {"n", "'"},
                                       {"N", "'"},
-                                      {"\xD1\x82", "\xD0\x9C"}}) {  // "т" "М"
+                                      {"\n", "/"},
+                                      // "т" and "М" from their bytes, then "тМ"
+                                      {"\xD1", "\x82"},
+                                      {"\xD0", "\x9C"},
+                                      {"\xD1\x82", "\xD0\x9C"}}) {
         const std::string l = bpe::bytes_to_alphabet(left);
         const std::string r = bpe::bytes_to_alphabet(right);
         if (std::find(v.tokens.begin(), v.tokens.end(), l + r) == v.tokens.end()) {
