@@ -1,5 +1,9 @@
-// Tokenizer on sentencepiece (SPM vocabularies) or on dwell's byte-level BPE
-// engine (bpe_tokenizer.hpp), made to tokenize exactly as llama.cpp does.
+// Tokenizer on SPM vocabularies or on dwell's byte-level BPE engine
+// (bpe_tokenizer.hpp), made to tokenize exactly as llama.cpp does. An SPM
+// vocabulary is loaded into sentencepiece, which checks it and keeps it for
+// packs and .model files, but encoded by SpmEncoder (spm_encoder.hpp): the
+// two differ on malformed UTF-8, on user-defined tokens and on merges into
+// control tokens, and llama.cpp's ids are the ones a model was run with.
 //
 // llama.cpp applies no text normalisation besides the dummy prefix and
 // replacing ' ' with U+2581, so every model we load is first rewritten to an

@@ -26,6 +26,9 @@ public:
     // pieces[i] and scores[i] are token i's text and score; `unk` is the
     // token for a byte that has no token of its own.
     SpmEncoder(std::vector<std::string> pieces, std::vector<float> scores, int32_t unk);
+    // ids_ views pieces_: a copy would view the original's.
+    SpmEncoder(const SpmEncoder&) = delete;
+    SpmEncoder& operator=(const SpmEncoder&) = delete;
 
     // Appends the ids of `text` to `out`.
     void encode(std::string_view text, std::vector<int32_t>& out) const;
