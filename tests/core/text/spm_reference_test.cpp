@@ -144,6 +144,23 @@ TEST_F(SpmReference, GemmaConventions) {
     EXPECT_EQ(t.piece(bad[0]), "<0xFF>");
 }
 
+TEST_F(SpmReference, BosOnlyWhenTheVocabularyAsksForIt) {
+    SpmVocab v = vocab();
+    v.add_bos = false;
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("dwell_spm_nobos_" + std::to_string(::getpid()) + ".gguf");
+    write_vocab_file(v, path);
+    const Tokenizer t = Tokenizer::from_gguf(GgufFile::open(path));
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    EXPECT_FALSE(t.wants_bos());
+    EXPECT_EQ(t.encode("Hello", true), t.encode("Hello", false));
+    const Ids with = tok().encode("Hello", true);
+    ASSERT_FALSE(with.empty());
+    EXPECT_EQ(with.front(), v.bos);
+    EXPECT_EQ(Ids(with.begin() + 1, with.end()), t.encode("Hello", false));
+}
+
 TEST_F(SpmReference, DecodeGivesBackTheText) {
     for (const std::string& text : texts()) {
         if (!reference_texts::is_valid_utf8(text)) continue;  // decodes to U+FFFD
