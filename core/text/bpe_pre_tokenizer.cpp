@@ -5,6 +5,7 @@
 
 #include <array>
 #include <utility>
+#include <vector>
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/text/bpe_byte_map.hpp"
@@ -18,8 +19,8 @@ struct PreName {
 };
 
 // tokenizer.ggml.pre values of GGUF files whose pre-tokenizer is one of our
-// two patterns and whose encoding needs nothing else.
-constexpr std::array<PreName, 13> kPreNames = {{
+// patterns and whose encoding needs nothing else.
+constexpr std::array<PreName, 16> kPreNames = {{
     {"gpt-2", PreTokenizerKind::gpt2},
     {"phi-2", PreTokenizerKind::gpt2},
     {"roberta-bpe", PreTokenizerKind::gpt2},
@@ -33,6 +34,9 @@ constexpr std::array<PreName, 13> kPreNames = {{
     {"llama-bpe", PreTokenizerKind::llama3},
     {"llama3", PreTokenizerKind::llama3},
     {"llama-v3", PreTokenizerKind::llama3},
+    {"lfm2", PreTokenizerKind::llama3},
+    {"smollm", PreTokenizerKind::smollm},
+    {"gpt-4o", PreTokenizerKind::gpt4o},
 }};
 
 // Unicode's White_Space property, as a class body: what \s means above.
@@ -55,7 +59,46 @@ constexpr const char* kLlama3Pattern =
     "|\\p{N}{1,3}| ?[^" DWELL_BPE_SPACE "\\p{L}\\p{N}]+[\\r\\n]*|[" DWELL_BPE_SPACE
     "]*[\\r\\n]+|[" DWELL_BPE_SPACE "]+(?![^" DWELL_BPE_SPACE "])|[" DWELL_BPE_SPACE "]+";
 
+// Letters in runs of "upper" then "lower" ones, each with an optional
+// contraction, digits in runs of up to three, and '/' kept with the newlines
+// after punctuation (GPT-4o's o200k split, as Phi-4-mini uses it). Only
+// ASCII letters have a case here: llama.cpp matches this pattern on text
+// where every other letter reads as one category (its "collapsed" text), so
+// its (?=\p{L})[^a-z] and (?=\p{L})[^A-Z] both take any non-ASCII letter,
+// and "ПриветМир" stays one word. [^\P{L}a-z] is that first class as one
+// character class, which PCRE2's JIT repeats without a stack frame per
+// letter (the lookahead form runs out of JIT stack on long words).
+#define DWELL_BPE_CONTRACTION "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+constexpr const char* kGpt4oPattern =
+    "[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}a-z]*[^\\P{L}A-Z]+" DWELL_BPE_CONTRACTION
+    "|[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}a-z]+[^\\P{L}A-Z]*" DWELL_BPE_CONTRACTION
+    "|\\p{N}{1,3}| ?[^" DWELL_BPE_SPACE "\\p{L}\\p{N}]+[\\r\\n/]*|[" DWELL_BPE_SPACE
+    "]*[\\r\\n]+|[" DWELL_BPE_SPACE "]+(?![^" DWELL_BPE_SPACE "])|[" DWELL_BPE_SPACE "]+";
+#undef DWELL_BPE_CONTRACTION
+
+// SmolLM's first stage: every digit a word of its own (the text between
+// digits goes on to the GPT-2 pattern).
+constexpr const char* kDigitPattern = "\\p{N}";
+
 #undef DWELL_BPE_SPACE
+
+// The patterns of a kind, applied in turn: each splits the words the one
+// before it made, seeing only the word it splits.
+std::vector<const char*> kind_patterns(PreTokenizerKind kind) {
+    switch (kind) {
+        case PreTokenizerKind::gpt2:
+            return {kGpt2Pattern};
+        case PreTokenizerKind::qwen2:
+            return {kQwen2Pattern};
+        case PreTokenizerKind::llama3:
+            return {kLlama3Pattern};
+        case PreTokenizerKind::smollm:
+            return {kDigitPattern, kGpt2Pattern};
+        case PreTokenizerKind::gpt4o:
+            return {kGpt4oPattern};
+    }
+    throw Error(DWELL_ERR_INTERNAL, "BPE pre-tokenizer: unknown kind");
+}
 
 constexpr uint32_t kReplacement = 0xFFFD;
 
@@ -139,78 +182,95 @@ struct PreTokenizer::Pattern {
     struct CodeDeleter {
         void operator()(pcre2_code* c) const { pcre2_code_free(c); }
     };
-    std::unique_ptr<pcre2_code, CodeDeleter> code;
+    std::vector<std::unique_ptr<pcre2_code, CodeDeleter>> stages;
 };
 
 PreTokenizer::PreTokenizer(PreTokenizerKind kind) : pattern_(std::make_unique<Pattern>()) {
-    const char* source = kind == PreTokenizerKind::gpt2    ? kGpt2Pattern
-                         : kind == PreTokenizerKind::qwen2 ? kQwen2Pattern
-                                                           : kLlama3Pattern;
-    int error = 0;
-    PCRE2_SIZE offset = 0;
-    pattern_->code.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source), PCRE2_ZERO_TERMINATED,
-                                       PCRE2_UTF, &error, &offset, nullptr));
-    if (!pattern_->code) {
-        std::array<PCRE2_UCHAR, 256> message{};
-        pcre2_get_error_message(error, message.data(), message.size());
-        throw Error(DWELL_ERR_INTERNAL,
-                    "the BPE pre-tokenizer pattern does not compile at offset " +
-                        std::to_string(offset) + ": " +
-                        reinterpret_cast<const char*>(message.data()));
+    for (const char* source : kind_patterns(kind)) {
+        int error = 0;
+        PCRE2_SIZE offset = 0;
+        std::unique_ptr<pcre2_code, Pattern::CodeDeleter> code(
+            pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source), PCRE2_ZERO_TERMINATED, PCRE2_UTF,
+                          &error, &offset, nullptr));
+        if (!code) {
+            std::array<PCRE2_UCHAR, 256> message{};
+            pcre2_get_error_message(error, message.data(), message.size());
+            throw Error(DWELL_ERR_INTERNAL,
+                        "the BPE pre-tokenizer pattern does not compile at offset " +
+                            std::to_string(offset) + ": " +
+                            reinterpret_cast<const char*>(message.data()));
+        }
+        // Without a JIT (an unsupported CPU, or a build without it) the
+        // interpreter gives the same matches, only slower.
+        pcre2_jit_compile(code.get(), PCRE2_JIT_COMPLETE);
+        pattern_->stages.push_back(std::move(code));
     }
-    // Without a JIT (an unsupported CPU, or a build without it) the
-    // interpreter gives the same matches, only slower.
-    pcre2_jit_compile(pattern_->code.get(), PCRE2_JIT_COMPLETE);
 }
 
 PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
 PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
 PreTokenizer::~PreTokenizer() = default;
 
-void PreTokenizer::split(std::string_view in,
-                         const std::function<void(std::string_view)>& on_word) const {
-    std::string text;
-    std::string match;
-    read_leniently(in, text, match);
-    const std::string& subject = match.empty() ? text : match;
-    const std::string_view words = text;
+namespace {
 
-    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
-        pcre2_match_data_create_from_pattern(pattern_->code.get(), nullptr),
-        &pcre2_match_data_free);
-    if (!data) throw Error(DWELL_ERR_OUT_OF_MEMORY, "BPE pre-tokenizer: out of memory");
-
+// Appends to `out` the words one stage makes of subject[begin, end): its
+// matches and the text between them. The stage sees only that range, so a
+// lookahead stops at the end of the word being split.
+void split_range(const pcre2_code* code, pcre2_match_data* data, std::string_view subject,
+                 size_t begin, size_t end, std::vector<std::pair<size_t, size_t>>& out) {
+    const auto* base = reinterpret_cast<PCRE2_SPTR>(subject.data() + begin);
+    const size_t size = end - begin;
     size_t pos = 0;
-    while (pos < subject.size()) {
-        const int rc =
-            pcre2_match(pattern_->code.get(), reinterpret_cast<PCRE2_SPTR>(subject.data()),
-                        subject.size(), pos, PCRE2_NO_UTF_CHECK, data.get(), nullptr);
-        if (rc == PCRE2_ERROR_NOMATCH) {
-            on_word(words.substr(pos));
-            return;
-        }
+    while (pos < size) {
+        const int rc = pcre2_match(code, base, size, pos, PCRE2_NO_UTF_CHECK, data, nullptr);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             std::array<PCRE2_UCHAR, 256> message{};
             pcre2_get_error_message(rc, message.data(), message.size());
             throw Error(DWELL_ERR_INTERNAL, std::string("BPE pre-tokenizer: matching failed: ") +
                                                 reinterpret_cast<const char*>(message.data()));
         }
-        const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data.get());
+        const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
         const size_t start = ovector[0];
-        size_t end = ovector[1];
-        // Text the pattern skips over is a word of its own (none of ours
-        // skips any: every character is a letter, digit, space or other).
-        if (start > pos) on_word(words.substr(pos, start - pos));
-        if (end == start) {
+        size_t stop = ovector[1];
+        // Text a pattern skips over is a word of its own.
+        if (start > pos) out.emplace_back(begin + pos, begin + start);
+        if (stop == start) {
             // No pattern here matches empty text; should one, step over a
             // character so the loop ends.
-            end = start + 1;
-            while (end < subject.size() && (static_cast<uint8_t>(subject[end]) & 0xC0) == 0x80)
-                ++end;
+            stop = start + 1;
+            while (stop < size && (static_cast<uint8_t>(base[stop]) & 0xC0) == 0x80) ++stop;
         }
-        on_word(words.substr(start, end - start));
-        pos = end;
+        out.emplace_back(begin + start, begin + stop);
+        pos = stop;
     }
+    if (pos < size) out.emplace_back(begin + pos, end);
+}
+
+}  // namespace
+
+void PreTokenizer::split(std::string_view in,
+                         const std::function<void(std::string_view)>& on_word) const {
+    std::string text;
+    std::string match;
+    read_leniently(in, text, match);
+    const std::string_view subject = match.empty() ? text : match;
+    const std::string_view words = text;
+
+    std::vector<std::pair<size_t, size_t>> ranges;
+    if (!subject.empty()) ranges.emplace_back(0, subject.size());
+    std::vector<std::pair<size_t, size_t>> next;
+    for (const auto& code : pattern_->stages) {
+        std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
+            pcre2_match_data_create_from_pattern(code.get(), nullptr), &pcre2_match_data_free);
+        if (!data) throw Error(DWELL_ERR_OUT_OF_MEMORY, "BPE pre-tokenizer: out of memory");
+        next.clear();
+        for (const auto& [begin, end] : ranges) {
+            split_range(code.get(), data.get(), subject, begin, end, next);
+        }
+        ranges.swap(next);
+    }
+    for (const auto& [begin, end] : ranges) on_word(words.substr(begin, end - begin));
 }
 
 }  // namespace dwell::bpe

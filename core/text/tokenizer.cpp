@@ -1,5 +1,9 @@
-// Tokenizer on sentencepiece (SPM vocabularies) or on dwell's byte-level BPE
-// engine (bpe_tokenizer.hpp), made to tokenize exactly as llama.cpp does.
+// Tokenizer on SPM vocabularies or on dwell's byte-level BPE engine
+// (bpe_tokenizer.hpp), made to tokenize exactly as llama.cpp does. An SPM
+// vocabulary is loaded into sentencepiece, which checks it and keeps it for
+// packs and .model files, but encoded by SpmEncoder (spm_encoder.hpp): the
+// two differ on malformed UTF-8, on user-defined tokens and on merges into
+// control tokens, and llama.cpp's ids are the ones a model was run with.
 //
 // llama.cpp applies no text normalisation besides the dummy prefix and
 // replacing ' ' with U+2581, so every model we load is first rewritten to an
@@ -33,6 +37,7 @@
 #include "dwell/core/text/bpe_pre_tokenizer.hpp"
 #include "dwell/core/text/bpe_tokenizer.hpp"
 #include "dwell/core/text/special_token_split.hpp"
+#include "dwell/core/text/spm_encoder.hpp"
 #include "dwell/status.h"
 
 namespace dwell {
@@ -377,12 +382,36 @@ std::optional<int64_t> optional_int(const GgufFile& file, const char* key) {
                                        " is not an integer (it is " + kind + ")");
 }
 
+// The type of each of the n pieces of a serialized ModelProto (NORMAL where
+// a piece states none); sentencepiece's API does not tell user-defined
+// pieces from normal ones.
+std::vector<int32_t> piece_types(std::string_view serialized, int n) {
+    std::vector<int32_t> types(static_cast<size_t>(n), kNormal);
+    const auto fields = parse_fields(serialized);
+    if (!fields) return types;
+    size_t i = 0;
+    for (const ProtoField& f : *fields) {
+        if (f.number != model_proto::kPieces || f.wire != kLengthDelimited) continue;
+        if (i >= types.size()) break;
+        if (const auto piece = parse_fields(f.payload)) {
+            for (const ProtoField& p : *piece) {
+                if (p.number == piece_proto::kType && p.wire == kVarint) {
+                    types[i] = static_cast<int32_t>(p.value);
+                }
+            }
+        }
+        ++i;
+    }
+    return types;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
 
 struct Tokenizer::Impl {
     sentencepiece::SentencePieceProcessor sp;  // SPM vocabularies
+    std::unique_ptr<SpmEncoder> spm;           // SPM vocabularies: encodes as llama.cpp
     std::unique_ptr<bpe::BpeTokenizer> bpe;    // byte-level BPE vocabularies
     std::vector<std::string> pieces;           // BPE: piece() of every id
     std::string source;                        // file name, for messages
@@ -398,13 +427,20 @@ struct Tokenizer::Impl {
     bool add_dummy_prefix = true;
     bool add_bos = true;
 
+    // One run of text between special tokens; each run gets its own dummy
+    // prefix, as llama.cpp gives every run after a special token one.
     void encode_spm(std::string_view text, std::vector<int32_t>& out) const {
-        std::vector<int> ids;
-        if (const auto st = sp.Encode(text, &ids); !st.ok()) {
-            throw Error(DWELL_ERR_INVALID_ARGUMENT,
-                        source + ": the text cannot be encoded: " + status_message(st));
+        std::string escaped;
+        escaped.reserve(text.size() + text.size() / 2 + kSpaceSymbol.size());
+        if (add_dummy_prefix) escaped.append(kSpaceSymbol);
+        for (char c : text) {
+            if (c == ' ') {
+                escaped.append(kSpaceSymbol);
+            } else {
+                escaped.push_back(c);
+            }
         }
-        out.insert(out.end(), ids.begin(), ids.end());
+        spm->encode(escaped, out);
     }
 
     void check_id(int32_t id) const {
@@ -415,19 +451,26 @@ struct Tokenizer::Impl {
         }
     }
 
-    // Fills the per-id tables once sp holds the model.
+    // Fills the per-id tables and the encoder once sp holds the model.
     void index_pieces() {
         const int n = sp.GetPieceSize();
+        const std::vector<int32_t> types = piece_types(sp.serialized_model_proto(), n);
         bytes.resize(static_cast<size_t>(n));
         control.resize(static_cast<size_t>(n));
+        std::vector<std::string> texts(static_cast<size_t>(n));
+        std::vector<float> scores(static_cast<size_t>(n));
         for (int id = 0; id < n; ++id) {
             const std::string& piece = sp.IdToPiece(id);
             const auto i = static_cast<size_t>(id);
+            texts[i] = piece;
+            scores[i] = sp.GetScore(id);
             control[i] = sp.IsControl(id);
-            // User-defined pieces are sentencepiece's to match.
-            if (control[i] || sp.IsUnknown(id)) {
+            // llama.cpp matches user-defined tokens in the text before
+            // anything else, parse_special or not.
+            if (control[i] || sp.IsUnknown(id) || types[i] == kUserDefined) {
                 specials.push_back(SpecialToken{piece, id});
             }
+            if (types[i] == kUserDefined) user_defined.push_back(SpecialToken{piece, id});
             if (control[i]) continue;  // bytes stay empty: control tokens are invisible
             if (sp.IsUnknown(id)) {
                 bytes[i] = kUnknownSurface;
@@ -438,6 +481,8 @@ struct Tokenizer::Impl {
             }
         }
         sort_special_tokens(specials);
+        sort_special_tokens(user_defined);
+        spm = std::make_unique<SpmEncoder>(std::move(texts), std::move(scores), unk);
     }
 };
 
@@ -612,6 +657,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     impl->eos = eos;
     impl->unk = unk;
     impl->add_dummy_prefix = add_space_prefix;
+    // SPM vocabularies add BOS unless the file says otherwise.
+    impl->add_bos = optional_int(file, "tokenizer.ggml.add_bos_token").value_or(1) != 0;
     impl->index_pieces();
     return Tokenizer(std::move(impl));
 }
@@ -715,10 +762,6 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
         }
         out.push_back(impl_->bos);
     }
-    if (!impl_->bpe && !parse_special) {
-        impl_->encode_spm(text, out);
-        return out;
-    }
     const std::vector<SpecialToken>& specials =
         parse_special ? impl_->specials : impl_->user_defined;
     for (const TextPiece& piece : split_at_special_tokens(text, specials)) {
@@ -727,8 +770,6 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
         } else if (impl_->bpe) {
             impl_->bpe->encode(piece.text, out);
         } else {
-            // Each run gets its own dummy prefix, as llama.cpp gives every
-            // run after a special token one.
             impl_->encode_spm(piece.text, out);
         }
     }

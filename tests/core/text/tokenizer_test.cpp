@@ -475,25 +475,25 @@ TEST(TokenizerErrors, SentencepieceFailuresReadWithoutItsInternals) {
         EXPECT_EQ(std::string(e.what()).find(".cc("), std::string::npos) << e.what();
         EXPECT_EQ(std::string(e.what()).find("ParseFrom"), std::string::npos) << e.what();
     }
+}
 
-    // Every token a control token: sentencepiece cannot cover any text.
+// llama.cpp merges into any token, control ones too, and writes a byte that
+// has no token of its own as the unknown token (where llama.cpp itself
+// stops): a vocabulary of control tokens still encodes.
+TEST(TokenizerGgufVocab, MergesIntoControlTokensAndWritesMissingBytesAsUnknown) {
     TempFile file("_allctrl.gguf");
     GgufWriter w;
-    const std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "a", "b"};
+    const std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "a", "b", "ab"};
     w.add_string("tokenizer.ggml.model", "llama");
     w.add_string_array("tokenizer.ggml.tokens", tokens);
     w.add_float32_array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
-    const std::vector<int32_t> types = {2, 3, 3, 3, 3};
+    const std::vector<int32_t> types = {2, 3, 3, 3, 3, 3};
     w.add_int32_array("tokenizer.ggml.token_type", types);
     w.write(file.path());
     const Tokenizer tok = Tokenizer::from_gguf(GgufFile::open(file.path()));
-    expect_error([&] { tok.encode("ab", false); }, DWELL_ERR_INVALID_ARGUMENT,
-                 {file.path().string(), "the text cannot be encoded: no normal token"});
-    try {
-        tok.encode("ab", false);
-    } catch (const Error& e) {
-        EXPECT_EQ(std::string(e.what()).find(".cc("), std::string::npos) << e.what();
-    }
+    // The dummy prefix U+2581 is three bytes with no token.
+    EXPECT_EQ(tok.encode("ab", false), (Ids{0, 0, 0, 5}));
+    EXPECT_EQ(tok.encode("ba", false), (Ids{0, 0, 0, 4, 3}));
 }
 
 // An optional integer key stored as a string is an error naming it, not

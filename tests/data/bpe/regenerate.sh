@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Recomputes reference_ids.txt: the ids llama.cpp's llama-tokenize gives for
-# every line of texts.txt, on the vocabulary files the BPE test writes.
+# every line of texts.txt, on the vocabulary files the BPE and SPM reference
+# tests write.
 #   tests/data/bpe/regenerate.sh BUILD_DIR LLAMA_TOKENIZE [STORIES260K_GGUF]
 # BUILD_DIR holds bin/dwell_core_tests; LLAMA_TOKENIZE is llama.cpp's
 # llama-tokenize binary. With STORIES260K_GGUF, the SPM reference lines are
@@ -13,11 +14,13 @@ stories=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The test writes the vocabulary files (and their fingerprint) before it
-# compares anything; with a stale reference it then fails, as expected here.
+# The tests write the vocabulary files (and their fingerprints) before they
+# compare anything; with a stale reference they then fail, as expected here.
 DWELL_BPE_EXPORT_DIR=$tmp "$build/bin/dwell_core_tests" \
-  --gtest_filter='BpeReference.IdsEqualLlamaCpp' >/dev/null 2>&1 || true
-[ -s "$tmp/fingerprint.txt" ] || { echo "regenerate.sh: the test wrote no vocabulary files" >&2; exit 1; }
+  --gtest_filter='BpeReference.IdsEqualLlamaCpp:SpmReference.IdsEqualLlamaCpp' >/dev/null 2>&1 || true
+for f in fingerprint.txt spm_fingerprint.txt; do
+  [ -s "$tmp/$f" ] || { echo "regenerate.sh: the tests wrote no $f (no vocabulary files)" >&2; exit 1; }
+done
 
 # ids MODEL MODE TEXT_LINE: "1 2 3" for the unescaped text.
 ids() {
@@ -29,9 +32,11 @@ ids() {
 out=$tmp/reference_ids.txt
 {
   echo "# Computed by tests/data/bpe/regenerate.sh with llama.cpp's llama-tokenize (see README.md)."
+  echo "# llama.cpp: $("$llama_tokenize" --version 2>&1 | grep -m1 -i 'version' || echo unknown)"
   echo "# <pre> <special|plain> <line of texts.txt, from 0>: <ids>"
-  cat "$tmp/fingerprint.txt"
-  for pre in qwen2 gpt-2 llama-bpe; do
+  cat "$tmp/fingerprint.txt" "$tmp/spm_fingerprint.txt"
+  # vocab_spm-gemma3.gguf is the Gemma-3-like SPM vocabulary.
+  for pre in qwen2 gpt-2 llama-bpe lfm2 smollm gpt-4o spm-gemma3; do
     for mode in special plain; do
       i=0
       while IFS= read -r line || [ -n "$line" ]; do

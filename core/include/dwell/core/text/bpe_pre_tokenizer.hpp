@@ -8,6 +8,14 @@
 //               word that is a token is that token, merges unapplied
 //               (llama.cpp's ignore_merges), and BOS is added unless the
 //               file says otherwise
+//   smollm kind: every digit a word (\p{N}), then the gpt2 pattern on the
+//               text between digits
+//   gpt4o kind: letters as [^\r\n\p{L}\p{N}]? then "upper" letters then
+//               "lower" ones (or at least one upper, then lower ones), each
+//               run with an optional contraction ('s 't 're 've 'm 'll 'd,
+//               either case); \p{N}{1,3}, ?[^\s\p{L}\p{N}]+[\r\n/]*,
+//               \s*[\r\n]+, \s+(?!\S), \s+. Only ASCII letters have a case
+//               (llama.cpp's reading), so non-ASCII letters join either run
 // \s is Unicode's White_Space property; the patterns run on PCRE2 (Unicode
 // categories from its tables, Unicode 14 in Debian 12's 10.42).
 //
@@ -24,7 +32,7 @@
 
 namespace dwell::bpe {
 
-enum class PreTokenizerKind { gpt2, qwen2, llama3 };
+enum class PreTokenizerKind { gpt2, qwen2, llama3, smollm, gpt4o };
 
 // The kind a tokenizer.ggml.pre value selects; nullopt when unsupported.
 DWELL_CORE_API std::optional<PreTokenizerKind> pre_tokenizer_kind(std::string_view pre);
