@@ -87,6 +87,13 @@ bool ropes_with_factors(const dwell_node& node) {
     return node.n_inputs > 2 || (attn_factor != 0.0f && attn_factor != 1.0f);
 }
 
+// ABI 1.6 added SHORT_CONV and the recurrent state it writes in place
+// (graph.h): an older backend knows neither the op nor that an input is
+// written.
+bool uses_recurrent_state(const dwell_node& node) {
+    return node.op == DWELL_OP_SHORT_CONV;
+}
+
 // Why a backend must not get a node its ABI minor predates, or "".
 std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const Backend& be) {
     const uint32_t minor = be.plugin().info().abi_minor;
@@ -104,6 +111,9 @@ std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const 
     } else if (minor < 5 && ropes_with_factors(node)) {
         what = "RoPE frequency factors";
         since = "1.5";
+    } else if (minor < 6 && uses_recurrent_state(node)) {
+        what = "short convolutions and their recurrent state";
+        since = "1.6";
     }
     if (what == nullptr) return "";
     return be.label() + ": built against dwell ABI " + be.plugin().abi_version() +
