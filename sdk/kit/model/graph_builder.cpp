@@ -67,11 +67,10 @@ int32_t Builder::recurrent_state(int32_t layer, int32_t which,
     const std::string what =
         "recurrent state " + std::to_string(which) + " of layer " + std::to_string(layer);
 #if DWELL_ABI_MINOR >= 6
-    if (DWELL_HAS_FIELD(&b_, dwell_graph_builder, recurrent_state) &&
-        b_.recurrent_state != nullptr)
-        return check(b_.recurrent_state(b_.self, layer, which, static_cast<int32_t>(ne.size()),
-                                        ne.begin()),
-                     what);
+    if (DWELL_HAS_FIELD(&b_, dwell_graph_builder, recurrent_state) && b_.recurrent_state != nullptr)
+        return check(
+            b_.recurrent_state(b_.self, layer, which, static_cast<int32_t>(ne.size()), ne.begin()),
+            what);
 #else
     (void)ne;
 #endif
