@@ -274,6 +274,21 @@ std::string Scheduler::try_run(const Backend& be, const Graph& graph, const dwel
         for (int32_t k = 0; k < n.n_inputs; ++k)
             given.emplace_back(n.inputs[k], *dwell_graph_tensor(&cg, n.inputs[k]));
     }
+    // SHORT_CONV advances its state in place, so unlike a KV row written
+    // twice, a rerun elsewhere after a failure would advance it twice: the
+    // states are put back as they were before the failed try.
+    std::vector<std::pair<dwell_tensor*, std::vector<std::byte>>> states;
+    for (const int32_t id : ids) {
+        const dwell_node& n = graph.nodes[static_cast<size_t>(id)];
+        if (n.op != DWELL_OP_SHORT_CONV || n.n_inputs != 3) continue;
+        dwell_tensor* st = dwell_graph_tensor(&cg, n.inputs[2]);
+        const auto* bytes = static_cast<const std::byte*>(st->data);
+        states.emplace_back(
+            st, std::vector<std::byte>(bytes, bytes + dwell_tensor_nelements(st) * sizeof(float)));
+    }
+    const auto restore_states = [&] {
+        for (auto& [st, bytes] : states) std::memcpy(st->data, bytes.data(), bytes.size());
+    };
     dwell_status status = DWELL_OK;
     std::string error;
     {
@@ -291,6 +306,7 @@ std::string Scheduler::try_run(const Backend& be, const Graph& graph, const dwel
                       ", the graph's is " + shape_str(was);
         now = was;
     }
+    if (status != DWELL_OK || !changed.empty()) restore_states();
     if (status != DWELL_OK)
         return fail(BackendFault::ErrorStatus,
                     std::string(dwell_status_name(status)) + ": " + error);
