@@ -19,7 +19,7 @@ struct PreName {
 
 // tokenizer.ggml.pre values of GGUF files whose pre-tokenizer is one of our
 // two patterns and whose encoding needs nothing else.
-constexpr std::array<PreName, 13> kPreNames = {{
+constexpr std::array<PreName, 14> kPreNames = {{
     {"gpt-2", PreTokenizerKind::gpt2},
     {"phi-2", PreTokenizerKind::gpt2},
     {"roberta-bpe", PreTokenizerKind::gpt2},
@@ -33,6 +33,7 @@ constexpr std::array<PreName, 13> kPreNames = {{
     {"llama-bpe", PreTokenizerKind::llama3},
     {"llama3", PreTokenizerKind::llama3},
     {"llama-v3", PreTokenizerKind::llama3},
+    {"lfm2", PreTokenizerKind::llama3},  // LFM2's vocabulary: Llama 3's pattern, BOS added
 }};
 
 // Unicode's White_Space property, as a class body: what \s means above.
