@@ -338,21 +338,44 @@ TEST_F(HybridSessions, PrefixCachePagesCarryTheStateAfterThem) {
 TEST_F(HybridSessions, AShortConvRetriedElsewhereStartsFromTheStateBeforeTheFailedTry) {
     const auto prompt = prompt_of(21, 11);
     const Trace want = independent(prompt, 6);
+    // Direct calls (the host puts the state back), and isolated steps on
+    // the backend's thread (its scribbles stay in the step's own copy).
+    for (const char* deadline : {"", "step_timeout_ms = 600000\n"}) {
+        SCOPED_TRACE(*deadline ? "isolated steps" : "direct calls");
+        RuntimeOptions o;
+        o.manifest = dir_.write("partial.toml",
+                                "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
+                                    "\"]\n\n[[backend]]\nplugin = \"partial\"\n"
+                                    "options = { offer_short_conv = \"1\" }\n" +
+                                    deadline +
+                                    "\n[[backend]]\nplugin = \"cpu\"\n[kv]\ndtype = \"f16\"\n"
+                                    "prefix_cache_mb = 0\n");
+        o.threads = 2;
+        Runtime rt(o);
+        ASSERT_EQ(rt.backends().size(), 2u);
+        auto model = Model::load(rt, model_path_);
+        Session s(rt, model);
+        s.decode(prompt);
+        EXPECT_EQ(replay(s, want.tokens), want.logits);
+        EXPECT_GE(rt.backends()[0]->health().report().failed_steps, 1u);
+    }
+}
+
+// Isolated steps run on copies of what the nodes touch: the state a
+// SHORT_CONV advances must come back with the results.
+TEST_F(HybridSessions, IsolatedStepsBringTheAdvancedStateBack) {
+    const auto prompt = prompt_of(19, 13);
+    const Trace want = independent(prompt, 6);
     RuntimeOptions o;
-    o.manifest =
-        dir_.write("partial.toml", "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
-                                       "\"]\n\n[[backend]]\nplugin = \"partial\"\n"
-                                       "options = { offer_short_conv = \"1\" }\n\n"
-                                       "[[backend]]\nplugin = \"cpu\"\n[kv]\ndtype = \"f16\"\n"
-                                       "prefix_cache_mb = 0\n");
+    o.manifest = dir_.write("isolated.toml",
+                            "[[backend]]\nplugin = \"cpu\"\nstep_timeout_ms = 600000\n"
+                            "[kv]\ndtype = \"f16\"\nprefix_cache_mb = 0\n");
     o.threads = 2;
     Runtime rt(o);
-    ASSERT_EQ(rt.backends().size(), 2u);
     auto model = Model::load(rt, model_path_);
     Session s(rt, model);
     s.decode(prompt);
     EXPECT_EQ(replay(s, want.tokens), want.logits);
-    EXPECT_GE(rt.backends()[0]->health().report().failed_steps, 1u);
 }
 
 // A backend built before ABI 1.6 never gets a SHORT_CONV, and the
