@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "dwell/core/kv/kv_cache.hpp"
+
 namespace dwell {
 
 KvPrefixCache::KvPrefixCache(KvPagePool& pages, MemoryPool& memory, int64_t max_pages)
@@ -41,7 +43,8 @@ std::optional<KvPrefixCache::Hit> KvPrefixCache::find(uint64_t parent,
     }
     Entry& e = it->second;
     lru_.splice(lru_.begin(), lru_, e.lru);
-    for (int32_t p : e.page_ids) pages_.retain(p);
+    for (int32_t p : e.page_ids)
+        if (p != KvCache::kNoPage) pages_.retain(p);
     return Hit{key, e.page_ids, e.logits, e.state};
 }
 
@@ -69,7 +72,9 @@ void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const i
         }
         return;
     }
-    const auto n = static_cast<int64_t>(page_ids.size());
+    // A hybrid model's layers without KV have no pages (KvCache::kNoPage).
+    const auto n = static_cast<int64_t>(
+        std::count_if(page_ids.begin(), page_ids.end(), [](int32_t p) { return p >= 0; }));
     if (pages_held_ + n > max_pages_ && reclaim_locked(pages_held_ + n - max_pages_) == 0 &&
         pages_held_ + n > max_pages_) {
         return;  // full of pages sessions still use
@@ -81,7 +86,8 @@ void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const i
     e.page_ids.assign(page_ids.begin(), page_ids.end());
     keep(e.logits, logits);
     keep(e.state, state);
-    for (int32_t p : e.page_ids) pages_.retain(p);
+    for (int32_t p : e.page_ids)
+        if (p != KvCache::kNoPage) pages_.retain(p);
     pages_held_ += n;
     lru_.push_front(key);
     e.lru = lru_.begin();
@@ -90,10 +96,15 @@ void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const i
 
 void KvPrefixCache::drop(std::unordered_map<uint64_t, Entry>::iterator it) {
     Entry& e = it->second;
-    for (int32_t p : e.page_ids) pages_.release(p);
+    int64_t held = 0;
+    for (int32_t p : e.page_ids) {
+        if (p == KvCache::kNoPage) continue;
+        pages_.release(p);
+        ++held;
+    }
     if (!e.logits.empty()) memory_.uncharge(e.logits.size() * sizeof(float), MemoryUse::Kv);
     if (!e.state.empty()) memory_.uncharge(e.state.size() * sizeof(float), MemoryUse::Kv);
-    pages_held_ -= static_cast<int64_t>(e.page_ids.size());
+    pages_held_ -= held;
     lru_.erase(e.lru);
     entries_.erase(it);
 }
@@ -106,11 +117,12 @@ int64_t KvPrefixCache::reclaim_locked(int64_t pages) {
         if (freed >= pages) break;
         auto it = entries_.find(key);
         const auto& ids = it->second.page_ids;
-        if (!std::all_of(ids.begin(), ids.end(),
-                         [&](int32_t p) { return pages_.refcount(p) == 1; })) {
+        if (!std::all_of(ids.begin(), ids.end(), [&](int32_t p) {
+                return p == KvCache::kNoPage || pages_.refcount(p) == 1;
+            })) {
             continue;
         }
-        freed += static_cast<int64_t>(ids.size());
+        freed += std::count_if(ids.begin(), ids.end(), [](int32_t p) { return p >= 0; });
         drop(it);
     }
     return freed;

@@ -159,6 +159,31 @@ Session::Session(Runtime& runtime, std::shared_ptr<const Model> model,
                                   static_cast<int32_t>(options.prefix_scope & 0xffffffffu)};
         prefix_root_ = KvPrefixCache::child_key(prefix_root_, scope);
     }
+    if (!state_.empty()) use_kv_only_where_attended();
+}
+
+void Session::use_kv_only_where_attended() {
+    // The layers a one-token graph asks kv_cache() for; the others (a hybrid
+    // model's convolutions) get no KV pages. A plugin that cannot build the
+    // graph fails the first decode with its message instead.
+    Graph graph;
+    try {
+        build_step_graph(graph, 1, 1);
+    } catch (const Error&) {
+        return;
+    }
+    const int32_t n_layer = kv_.n_layer();
+    std::vector<bool> used(static_cast<size_t>(n_layer), false);
+    for (const TensorSlot& slot : graph.slots) {
+        if (slot.role == TensorRole::Cache && slot.layer >= 0 && slot.layer < n_layer)
+            used[static_cast<size_t>(slot.layer)] = true;
+    }
+    key_rope_ = find_layer_key_ropes(graph, n_layer);
+    const auto n_used = std::count(used.begin(), used.end(), true);
+    if (n_used == n_layer) return;
+    kv_.use_layers(std::move(used));
+    spdlog::debug("session: KV pages for {} of {} layers (the others do not attend)", n_used,
+                  n_layer);
 }
 
 Session::Session(Runtime& runtime, std::shared_ptr<const Model> model, int32_t n_ctx,
@@ -309,7 +334,8 @@ size_t Session::adopt_cached_prefix(std::span<const int32_t> tokens) {
         std::vector<KvPrefixCache::Hit>& hits;
         ~Release() {
             for (const auto& h : hits)
-                for (int32_t p : h.page_ids) pages.release(p);
+                for (int32_t p : h.page_ids)
+                    if (p != KvCache::kNoPage) pages.release(p);
         }
     } release{runtime_.kv_pages(), hits};
     uint64_t parent = page_keys_.empty() ? prefix_root_ : page_keys_.back();
@@ -579,10 +605,13 @@ void Session::save(const std::filesystem::path& path, const SessionExtras& extra
     out.write(tokens_.data(), tokens_.size() * sizeof(int32_t));
     out.write(logits.data(), logits.size() * sizeof(float));
     out.write(extras.host_data.data(), extras.host_data.size());
+    // A layer without KV keeps its place in the file with zero rows.
+    const std::vector<unsigned char> no_row(kv_.row_bytes(), 0);
     for (int32_t l = 0; l < model_->info().n_layer; ++l) {
         for (int32_t which = 0; which < 2; ++which) {
             for (int32_t pos = 0; pos < n_past_; ++pos) {
-                out.write(kv_.row(l, which, pos), kv_.row_bytes());
+                out.write(kv_.uses_layer(l) ? kv_.row(l, which, pos) : no_row.data(),
+                          kv_.row_bytes());
             }
         }
     }
@@ -611,10 +640,13 @@ std::unique_ptr<Session> Session::restore(Runtime& runtime, std::shared_ptr<cons
     std::string host_data = in.read_host_data();
     KvCache& kv = session->kv_;
     kv.prepare_write(0, h.n_past);
+    std::vector<uint8_t> no_row(kv.row_bytes());
     for (int32_t l = 0; l < n_layer; ++l) {
         for (int32_t which = 0; which < 2; ++which) {
             for (int32_t pos = 0; pos < h.n_past; ++pos) {
-                in.read_row(std::span<uint8_t>(kv.row(l, which, pos), kv.row_bytes()));
+                in.read_row(kv.uses_layer(l)
+                                ? std::span<uint8_t>(kv.row(l, which, pos), kv.row_bytes())
+                                : std::span<uint8_t>(no_row));
             }
         }
     }

@@ -139,6 +139,20 @@ TEST_F(HybridSessions, TheModelCarriesAStateTheSessionHolds) {
     EXPECT_FALSE(state_is_zero(s));
 }
 
+// Layers 0 and 1 never attend: only layer 2 gets KV pages.
+TEST_F(HybridSessions, OnlyTheAttentionLayersGetKvPages) {
+    Runtime runtime(manifest_options(dir_, 0));
+    auto model = Model::load(runtime, model_path_);
+    Session s(runtime, model);
+    s.decode(prompt_of(20, 14));  // 2 logical pages of 16 positions
+    EXPECT_EQ(s.kv_cache().pages_held(), 2 * 1 * 2);
+    EXPECT_EQ(runtime.kv_pages().pages_in_use(), 2 * 1 * 2);
+    EXPECT_TRUE(s.kv_cache().uses_layer(2));
+    EXPECT_FALSE(s.kv_cache().uses_layer(0));
+    EXPECT_EQ(s.kv_cache().tensor(0, 0), nullptr);
+    EXPECT_EQ(s.kv_cache().page_ids(0)[0], KvCache::kNoPage);
+}
+
 TEST_F(HybridSessions, AForkCopiesTheStateAndContinuesLikeAnIndependentSession) {
     const auto prompt = prompt_of(37, 1);
     const Trace want = independent(prompt, 16);

@@ -153,6 +153,8 @@ public:
 private:
     Session(Runtime& runtime, std::shared_ptr<const Model> model, int32_t n_ctx, int32_t n_batch,
             KvCache kv);
+    // Hybrid models: KV pages only for the layers whose graph attends.
+    void use_kv_only_where_attended();
     // Makes room for n_new tokens by dropping positions after n_keep_.
     void shift_for(size_t n_new);
     // Builds (without running) the graph of a step of n_tokens.
