@@ -192,6 +192,7 @@ void shift_context(KvCache& kv, const std::vector<std::optional<KeyRope>>& ropes
     const int64_t width = kv.kv_width();
     std::vector<float> buf(static_cast<size_t>(width));
     for (int32_t l = 0; l < kv.n_layer(); ++l) {
+        if (!kv.uses_layer(l)) continue;  // a layer without KV (a convolution's)
         const std::optional<KeyRope>& rope =
             static_cast<size_t>(l) < ropes.size() ? ropes[static_cast<size_t>(l)] : std::nullopt;
         // Values move as they are.

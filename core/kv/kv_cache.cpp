@@ -1,5 +1,6 @@
 #include "dwell/core/kv/kv_cache.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -27,6 +28,7 @@ KvCache::KvCache(KvPagePool& pages, int32_t n_layer, int64_t kv_width, int64_t n
       dtype_(dtype),
       row_bytes_(0),
       rows_per_page_(0),
+      n_used_(n_layer),
       tables_(static_cast<size_t>(n_layer)),
       table_tensors_(static_cast<size_t>(n_layer)) {
     if (!is_kv_dtype(dtype)) {
@@ -63,6 +65,8 @@ KvCache::KvCache(KvCache&& other) noexcept
       row_bytes_(other.row_bytes_),
       rows_per_page_(other.rows_per_page_),
       n_logical_(std::exchange(other.n_logical_, 0)),
+      used_(other.used_),
+      n_used_(other.n_used_),
       tables_(std::move(other.tables_)),
       space_(other.space_),
       table_tensors_(std::move(other.table_tensors_)) {
@@ -78,6 +82,7 @@ KvCache::~KvCache() {
 void KvCache::release_all() noexcept {
     for (auto& table : tables_) {
         for (int32_t page : table) {
+            if (page == kNoPage) continue;
             try {
                 pages_->release(page);
             } catch (...) {
@@ -92,8 +97,19 @@ void KvCache::release_all() noexcept {
 
 KvCache KvCache::fork() const {
     KvCache copy(*pages_, n_layer_, kv_width_, n_ctx_, dtype_);
+    if (!used_.empty()) copy.use_layers(used_);
     for (int64_t i = 0; i < n_logical_; ++i) copy.adopt_page(page_ids(i));
     return copy;
+}
+
+void KvCache::use_layers(std::vector<bool> used) {
+    if (n_logical_ != 0 || used.size() != static_cast<size_t>(n_layer_)) {
+        throw Error(DWELL_ERR_INTERNAL, "KV cache: the layers with KV are set before any page, " +
+                                            std::to_string(used.size()) + " for " +
+                                            std::to_string(n_layer_) + " layers");
+    }
+    n_used_ = static_cast<int32_t>(std::count(used.begin(), used.end(), true));
+    used_ = std::move(used);
 }
 
 void KvCache::refresh_tensors() {
@@ -117,9 +133,10 @@ void KvCache::prepare_write(int64_t begin, int64_t end) {
     const std::string what = "the KV cache (" + std::to_string(end) + " tokens)";
     // Copy on write: shared pages of the range get a private copy.
     for (int64_t i = first; i <= std::min(last, n_logical_ - 1); ++i) {
-        for (auto& table : tables_) {
+        for (int32_t l = 0; l < n_layer_; ++l) {
+            if (!uses_layer(l)) continue;
             for (int which = 0; which < 2; ++which) {
-                int32_t& page = table[static_cast<size_t>(2 * i + which)];
+                int32_t& page = tables_[static_cast<size_t>(l)][static_cast<size_t>(2 * i + which)];
                 if (pages_->refcount(page) <= 1) continue;
                 const int32_t own = pages_->allocate(what);
                 std::memcpy(pages_->data(own), pages_->data(page), pages_->page_bytes());
@@ -134,11 +151,12 @@ void KvCache::prepare_write(int64_t begin, int64_t end) {
         ids.clear();
         try {
             for (int32_t l = 0; l < n_layer_; ++l) {
-                ids.push_back(pages_->allocate(what));
-                ids.push_back(pages_->allocate(what));
+                ids.push_back(uses_layer(l) ? pages_->allocate(what) : kNoPage);
+                ids.push_back(uses_layer(l) ? pages_->allocate(what) : kNoPage);
             }
         } catch (...) {
-            for (int32_t page : ids) pages_->release(page);
+            for (int32_t page : ids)
+                if (page != kNoPage) pages_->release(page);
             refresh_tensors();
             throw;
         }
@@ -161,7 +179,7 @@ void KvCache::truncate(int64_t n_rows) {
     if (keep >= n_logical_) return;
     for (auto& table : tables_) {
         for (size_t i = static_cast<size_t>(2 * keep); i < table.size(); ++i) {
-            pages_->release(table[i]);
+            if (table[i] != kNoPage) pages_->release(table[i]);
         }
         table.resize(static_cast<size_t>(2 * keep));
     }
@@ -179,7 +197,16 @@ void KvCache::adopt_page(std::span<const int32_t> ids) {
         throw Error(DWELL_ERR_INVALID_ARGUMENT,
                     "KV cache: no room for another page in a context of " + std::to_string(n_ctx_));
     }
-    for (int32_t page : ids) pages_->retain(page);
+    for (int32_t l = 0; l < n_layer_; ++l) {
+        const int32_t k = ids[static_cast<size_t>(2 * l)], v = ids[static_cast<size_t>(2 * l + 1)];
+        if ((k == kNoPage || v == kNoPage) != !uses_layer(l)) {
+            throw Error(DWELL_ERR_INTERNAL, "KV cache: adopt_page got a page of layer " +
+                                                std::to_string(l) +
+                                                " that does not match the layers with KV");
+        }
+    }
+    for (int32_t page : ids)
+        if (page != kNoPage) pages_->retain(page);
     append_page(ids);
     refresh_tensors();
 }
@@ -195,13 +222,16 @@ std::vector<int32_t> KvCache::page_ids(int64_t logical) const {
 }
 
 const dwell_tensor* KvCache::tensor(int32_t layer, int32_t which) const {
-    if (layer < 0 || layer >= n_layer_ || which < 0 || which > 1) return nullptr;
+    if (layer < 0 || layer >= n_layer_ || which < 0 || which > 1 || !uses_layer(layer))
+        return nullptr;
     return which == 0 ? &space_ : &table_tensors_[static_cast<size_t>(layer)];
 }
 
 unsigned char* KvCache::row(int32_t layer, int32_t which, int64_t pos) const {
     const auto& table = tables_.at(static_cast<size_t>(layer));
     const int32_t page = table.at(static_cast<size_t>(2 * (pos / rows_per_page_) + which));
+    if (page == kNoPage)
+        throw Error(DWELL_ERR_INTERNAL, "KV cache: layer " + std::to_string(layer) + " has no KV");
     return pages_->data(page) + static_cast<size_t>(pos % rows_per_page_) * row_bytes_;
 }
 

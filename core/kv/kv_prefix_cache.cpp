@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "dwell/core/kv/kv_cache.hpp"
+
 namespace dwell {
 
 KvPrefixCache::KvPrefixCache(KvPagePool& pages, MemoryPool& memory, int64_t max_pages)
@@ -41,29 +43,38 @@ std::optional<KvPrefixCache::Hit> KvPrefixCache::find(uint64_t parent,
     }
     Entry& e = it->second;
     lru_.splice(lru_.begin(), lru_, e.lru);
-    for (int32_t p : e.page_ids) pages_.retain(p);
-    return Hit{key, e.page_ids, e.logits};
+    for (int32_t p : e.page_ids)
+        if (p != KvCache::kNoPage) pages_.retain(p);
+    return Hit{key, e.page_ids, e.logits, e.state};
 }
 
 void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const int32_t> tokens,
-                           std::span<const int32_t> page_ids, std::span<const float> logits) {
+                           std::span<const int32_t> page_ids, std::span<const float> logits,
+                           std::span<const float> state) {
     if (max_pages_ == 0) return;
+    // Logits and states are optimisations; without room they are skipped.
+    // (Not charge(): its reclaimer would take this cache's lock.)
+    const auto keep = [&](std::vector<float>& into, std::span<const float> values) {
+        if (into.empty() && !values.empty() &&
+            memory_.try_charge(values.size_bytes(), MemoryUse::Kv)) {
+            into.assign(values.begin(), values.end());
+        }
+    };
     const uint64_t key = child_key(parent, tokens);
     std::lock_guard lock(mutex_);
     if (auto it = entries_.find(key); it != entries_.end()) {
         Entry& e = it->second;
         lru_.splice(lru_.begin(), lru_, e.lru);
-        if (e.logits.empty() && !logits.empty() && e.parent == parent &&
+        if (e.parent == parent &&
             std::equal(tokens.begin(), tokens.end(), e.tokens.begin(), e.tokens.end())) {
-            // Logits are an optimisation; without room they are skipped.
-            // (Not charge(): its reclaimer would take this cache's lock.)
-            if (memory_.try_charge(logits.size_bytes(), MemoryUse::Kv)) {
-                e.logits.assign(logits.begin(), logits.end());
-            }
+            keep(e.logits, logits);
+            keep(e.state, state);
         }
         return;
     }
-    const auto n = static_cast<int64_t>(page_ids.size());
+    // A hybrid model's layers without KV have no pages (KvCache::kNoPage).
+    const auto n = static_cast<int64_t>(
+        std::count_if(page_ids.begin(), page_ids.end(), [](int32_t p) { return p >= 0; }));
     if (pages_held_ + n > max_pages_ && reclaim_locked(pages_held_ + n - max_pages_) == 0 &&
         pages_held_ + n > max_pages_) {
         return;  // full of pages sessions still use
@@ -73,10 +84,10 @@ void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const i
     e.parent = parent;
     e.tokens.assign(tokens.begin(), tokens.end());
     e.page_ids.assign(page_ids.begin(), page_ids.end());
-    if (!logits.empty() && memory_.try_charge(logits.size_bytes(), MemoryUse::Kv)) {
-        e.logits.assign(logits.begin(), logits.end());
-    }
-    for (int32_t p : e.page_ids) pages_.retain(p);
+    keep(e.logits, logits);
+    keep(e.state, state);
+    for (int32_t p : e.page_ids)
+        if (p != KvCache::kNoPage) pages_.retain(p);
     pages_held_ += n;
     lru_.push_front(key);
     e.lru = lru_.begin();
@@ -85,9 +96,15 @@ void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const i
 
 void KvPrefixCache::drop(std::unordered_map<uint64_t, Entry>::iterator it) {
     Entry& e = it->second;
-    for (int32_t p : e.page_ids) pages_.release(p);
+    int64_t held = 0;
+    for (int32_t p : e.page_ids) {
+        if (p == KvCache::kNoPage) continue;
+        pages_.release(p);
+        ++held;
+    }
     if (!e.logits.empty()) memory_.uncharge(e.logits.size() * sizeof(float), MemoryUse::Kv);
-    pages_held_ -= static_cast<int64_t>(e.page_ids.size());
+    if (!e.state.empty()) memory_.uncharge(e.state.size() * sizeof(float), MemoryUse::Kv);
+    pages_held_ -= held;
     lru_.erase(e.lru);
     entries_.erase(it);
 }
@@ -100,11 +117,12 @@ int64_t KvPrefixCache::reclaim_locked(int64_t pages) {
         if (freed >= pages) break;
         auto it = entries_.find(key);
         const auto& ids = it->second.page_ids;
-        if (!std::all_of(ids.begin(), ids.end(),
-                         [&](int32_t p) { return pages_.refcount(p) == 1; })) {
+        if (!std::all_of(ids.begin(), ids.end(), [&](int32_t p) {
+                return p == KvCache::kNoPage || pages_.refcount(p) == 1;
+            })) {
             continue;
         }
-        freed += static_cast<int64_t>(ids.size());
+        freed += std::count_if(ids.begin(), ids.end(), [](int32_t p) { return p >= 0; });
         drop(it);
     }
     return freed;

@@ -37,6 +37,16 @@ public:
     // A cache with the same rows that shares every page with this one.
     KvCache fork() const;
 
+    // The page id a layer without KV has in page_ids() and the tables.
+    static constexpr int32_t kNoPage = -1;
+    // Only the layers marked get pages (a hybrid model's convolution layers
+    // never attend); before the first page only. Their tensors are then
+    // nullptr and their rows are not there.
+    void use_layers(std::vector<bool> used);
+    bool uses_layer(int32_t layer) const {
+        return used_.empty() || used_[static_cast<size_t>(layer)];
+    }
+
     // Makes positions [begin, end) writable: pages past the end of the
     // tables are allocated, shared ones are copied (copy on write). Throws
     // DWELL_ERR_OUT_OF_MEMORY from the pool; pages taken before a failure
@@ -66,12 +76,12 @@ public:
     size_t row_bytes() const { return row_bytes_; }
     int64_t rows_per_page() const { return rows_per_page_; }
     int64_t n_pages() const { return n_logical_; }  // logical pages
-    // Page references held (n_layer * 2 per logical page) and their bytes.
-    int64_t pages_held() const { return n_logical_ * n_layer_ * 2; }
+    // Page references held (2 per logical page and layer with KV) and their bytes.
+    int64_t pages_held() const { return n_logical_ * n_used_ * 2; }
     uint64_t bytes() const;
     // Bytes of K and V one position takes across all layers (page padding
     // excluded).
-    uint64_t bytes_per_token() const { return uint64_t(row_bytes_) * 2 * uint64_t(n_layer_); }
+    uint64_t bytes_per_token() const { return uint64_t(row_bytes_) * 2 * uint64_t(n_used_); }
     KvPagePool& page_pool() const { return *pages_; }
 
 private:
@@ -88,6 +98,8 @@ private:
     size_t row_bytes_;
     int64_t rows_per_page_;
     int64_t n_logical_ = 0;
+    std::vector<bool> used_;                    // empty: every layer
+    int32_t n_used_;                            // layers with KV
     std::vector<std::vector<int32_t>> tables_;  // per layer: [logical][K, V]
     dwell_tensor space_{};                      // the page space, for every layer
     std::vector<dwell_tensor> table_tensors_;   // per layer
