@@ -52,10 +52,14 @@ fs::path write_hybrid_model(const TempDir& dir) {
 
 RuntimeOptions manifest_options(const TempDir& dir, int prefix_cache_mb) {
     RuntimeOptions o;
-    o.manifest = dir.write("m" + std::to_string(prefix_cache_mb) + ".toml",
-                           "[device]\nname = \"hybrid session test\"\n[[backend]]\nplugin = "
-                           "\"cpu\"\n[kv]\ndtype = \"f16\"\nprefix_cache_mb = " +
-                               std::to_string(prefix_cache_mb) + "\n");
+    // Built with append: GCC 12's -Wrestrict misreads a chain of operator+.
+    std::string text =
+        "[device]\nname = \"hybrid session test\"\n[[backend]]\nplugin = \"cpu\"\n[kv]\n"
+        "dtype = \"f16\"\nprefix_cache_mb = ";
+    text.append(std::to_string(prefix_cache_mb)).append("\n");
+    std::string name = "m";
+    name.append(std::to_string(prefix_cache_mb)).append(".toml");
+    o.manifest = dir.write(name, text);
     o.threads = 2;
     return o;
 }
