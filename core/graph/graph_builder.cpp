@@ -63,8 +63,12 @@ int64_t checked_elements(std::span<const int64_t> ne, const std::string& what) {
 
 }  // namespace
 
-GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup caches)
-    : graph_(graph), weights_(std::move(weights)), caches_(std::move(caches)) {
+GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup caches,
+                           StateLookup states)
+    : graph_(graph),
+      weights_(std::move(weights)),
+      caches_(std::move(caches)),
+      states_(std::move(states)) {
     c_.struct_size = sizeof(c_);
     c_.self = this;
     c_.input = [](void* self, const char* name, dwell_dtype dtype_in, int32_t n_dims,
@@ -93,6 +97,15 @@ GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup cache
     };
     c_.kv_cache = [](void* self, int32_t layer, int32_t which) {
         return guarded(self, [&](GraphBuilder& b) { return b.kv_cache(layer, which); });
+    };
+    c_.recurrent_state = [](void* self, int32_t layer, int32_t which, int32_t n_dims,
+                            const int64_t* ne) {
+        return guarded(self, [&](GraphBuilder& b) {
+            if (n_dims < 1 || n_dims > DWELL_MAX_DIMS || !ne) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: recurrent_state needs 1..4 dims");
+            }
+            return b.recurrent_state(layer, which, {ne, static_cast<size_t>(n_dims)});
+        });
     };
     c_.op = [](void* self, dwell_op op_in, const int32_t* inputs, int32_t n_inputs,
                const int32_t* ip, int32_t n_ip, const float* fp, int32_t n_fp) {
@@ -211,6 +224,35 @@ int32_t GraphBuilder::kv_cache(int32_t layer, int32_t which) {
     return id;
 }
 
+int32_t GraphBuilder::recurrent_state(int32_t layer, int32_t which, std::span<const int64_t> ne) {
+    const std::string what =
+        "recurrent state " + std::to_string(which) + " of layer " + std::to_string(layer);
+    if (which != 0 && which != 1) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: " + what + ": `which` must be 0 or 1");
+    }
+    const dwell_tensor* s = states_ ? states_(layer, which) : nullptr;
+    if (!s) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "graph: no " + what +
+                        ": the model declares no such state (dwell_model_info.state_elems) or the "
+                        "layer is out of range");
+    }
+    const int64_t n = checked_elements(ne, what);
+    if (n != dwell_tensor_nelements(s)) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, "graph: " + what + " holds " +
+                                                    std::to_string(dwell_tensor_nelements(s)) +
+                                                    " values (state_elems), not the " +
+                                                    std::to_string(n) + " of the shape asked");
+    }
+    dwell_tensor t = make_tensor(DWELL_F32, static_cast<int32_t>(ne.size()), ne.data());
+    t.data = s->data;
+    t.buffer = s->buffer;
+    t.offset = s->offset;
+    const int32_t id = graph_.add_tensor(t, TensorRole::State, "");
+    graph_.slots[static_cast<size_t>(id)].layer = layer;
+    return id;
+}
+
 int32_t GraphBuilder::reshape(int32_t tensor, std::span<const int64_t> ne) {
     const dwell_tensor& src = at(tensor, "reshape");
     if (!dwell_tensor_is_contiguous(&src)) {
@@ -279,6 +321,7 @@ struct GraphBuilder::OpCheck {
     dwell_tensor expert_matmul() const;
     dwell_tensor moe_combine() const;
     dwell_tensor cpy() const;
+    dwell_tensor short_conv() const;
 };
 
 dwell_tensor GraphBuilder::OpCheck::get_rows() const {
@@ -478,6 +521,35 @@ dwell_tensor GraphBuilder::OpCheck::cpy() const {
     return make_tensor(dt, a.n_dims, a.ne);
 }
 
+// graph.h: x [C, T], kernel [K, C], state [C, K - 1] written in place, so
+// the state must be the layer's own (recurrent_state()), never a weight,
+// a view or an activation.
+dwell_tensor GraphBuilder::OpCheck::short_conv() const {
+    constexpr int64_t kMinTaps = 2, kMaxTaps = 16;
+    need(3);
+    const auto& x = input(0, "short_conv");
+    const auto& w = input(1, "short_conv");
+    const auto& st = input(2, "short_conv");
+    f32(x, "x (in0)");
+    if (x.ne[2] != 1 || x.ne[3] != 1) fail(op, "x (in0) must be [C, T], got " + shape_str(x));
+    if (w.dtype != DWELL_F32 && w.dtype != DWELL_F16)
+        fail(op, "the kernel (in1) must be f32 or f16, got " + shape_str(w));
+    if (w.ne[2] != 1 || w.ne[3] != 1 || w.ne[0] < kMinTaps || w.ne[0] > kMaxTaps ||
+        w.ne[1] != x.ne[0]) {
+        fail(op, "the kernel (in1) " + shape_str(w) + " must be [K, C] with 2 <= K <= 16 and C = " +
+                     std::to_string(x.ne[0]) + " (x's channels)");
+    }
+    const Graph& g = b.graph_;
+    if (g.slots[static_cast<size_t>(in[2])].role != TensorRole::State)
+        fail(op, "the state (in2) must be a layer's recurrent_state(), got " + shape_str(st));
+    f32(st, "the state (in2)");
+    if (st.ne[0] != x.ne[0] || st.ne[1] != w.ne[0] - 1 || st.ne[2] != 1 || st.ne[3] != 1) {
+        fail(op, "the state (in2) " + shape_str(st) + " must be [C, K - 1] = [" +
+                     std::to_string(x.ne[0]) + ", " + std::to_string(w.ne[0] - 1) + "]");
+    }
+    return make_tensor(DWELL_F32, 2, x.ne);
+}
+
 dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
                                  std::span<const int32_t> ip) const {
     const OpCheck check{*this, op, in, ip};
@@ -513,6 +585,8 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
             return check.moe_combine();
         case DWELL_OP_CPY:
             return check.cpy();
+        case DWELL_OP_SHORT_CONV:
+            return check.short_conv();
         default:
             fail(op, "unknown op " + std::to_string(static_cast<int>(op)));
     }

@@ -42,24 +42,30 @@ std::optional<KvPrefixCache::Hit> KvPrefixCache::find(uint64_t parent,
     Entry& e = it->second;
     lru_.splice(lru_.begin(), lru_, e.lru);
     for (int32_t p : e.page_ids) pages_.retain(p);
-    return Hit{key, e.page_ids, e.logits};
+    return Hit{key, e.page_ids, e.logits, e.state};
 }
 
 void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const int32_t> tokens,
-                           std::span<const int32_t> page_ids, std::span<const float> logits) {
+                           std::span<const int32_t> page_ids, std::span<const float> logits,
+                           std::span<const float> state) {
     if (max_pages_ == 0) return;
+    // Logits and states are optimisations; without room they are skipped.
+    // (Not charge(): its reclaimer would take this cache's lock.)
+    const auto keep = [&](std::vector<float>& into, std::span<const float> values) {
+        if (into.empty() && !values.empty() &&
+            memory_.try_charge(values.size_bytes(), MemoryUse::Kv)) {
+            into.assign(values.begin(), values.end());
+        }
+    };
     const uint64_t key = child_key(parent, tokens);
     std::lock_guard lock(mutex_);
     if (auto it = entries_.find(key); it != entries_.end()) {
         Entry& e = it->second;
         lru_.splice(lru_.begin(), lru_, e.lru);
-        if (e.logits.empty() && !logits.empty() && e.parent == parent &&
+        if (e.parent == parent &&
             std::equal(tokens.begin(), tokens.end(), e.tokens.begin(), e.tokens.end())) {
-            // Logits are an optimisation; without room they are skipped.
-            // (Not charge(): its reclaimer would take this cache's lock.)
-            if (memory_.try_charge(logits.size_bytes(), MemoryUse::Kv)) {
-                e.logits.assign(logits.begin(), logits.end());
-            }
+            keep(e.logits, logits);
+            keep(e.state, state);
         }
         return;
     }
@@ -73,9 +79,8 @@ void KvPrefixCache::insert(uint64_t model_id, uint64_t parent, std::span<const i
     e.parent = parent;
     e.tokens.assign(tokens.begin(), tokens.end());
     e.page_ids.assign(page_ids.begin(), page_ids.end());
-    if (!logits.empty() && memory_.try_charge(logits.size_bytes(), MemoryUse::Kv)) {
-        e.logits.assign(logits.begin(), logits.end());
-    }
+    keep(e.logits, logits);
+    keep(e.state, state);
     for (int32_t p : e.page_ids) pages_.retain(p);
     pages_held_ += n;
     lru_.push_front(key);
@@ -87,6 +92,7 @@ void KvPrefixCache::drop(std::unordered_map<uint64_t, Entry>::iterator it) {
     Entry& e = it->second;
     for (int32_t p : e.page_ids) pages_.release(p);
     if (!e.logits.empty()) memory_.uncharge(e.logits.size() * sizeof(float), MemoryUse::Kv);
+    if (!e.state.empty()) memory_.uncharge(e.state.size() * sizeof(float), MemoryUse::Kv);
     pages_held_ -= static_cast<int64_t>(e.page_ids.size());
     lru_.erase(e.lru);
     entries_.erase(it);

@@ -13,6 +13,7 @@
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
 #include "dwell/core/base/tensor_shape.hpp"
+#include "dwell/core/kv/recurrent_state.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 
 namespace dwell {
@@ -213,6 +214,9 @@ std::shared_ptr<Model> Model::load(Runtime& runtime, const fs::path& path,
 
 void Model::read_info(const fs::path& path) {
     const dwell_model_plugin* api = plugin_->model();
+    // A plugin built against an older minor writes only the fields it
+    // knows: the rest (ABI 1.6's state_elems) stay 0, "none".
+    info_ = dwell_model_info{};
     info_.struct_size = sizeof(info_);
     if (api->get_info(handle_, &info_) != DWELL_OK) {
         throw Error(DWELL_ERR_INTERNAL, path.string() +
@@ -228,6 +232,17 @@ void Model::read_info(const fs::path& path) {
                                            std::to_string(mi.n_vocab) + ", " +
                                            std::to_string(mi.n_layer) + " layers, KV width " +
                                            std::to_string(mi.kv_width) + ")");
+    }
+    for (int which = 0; which < 2; ++which) {
+        const int64_t e = mi.state_elems[which];
+        if (e < 0 || e > RecurrentState::kMaxElements) {
+            throw Error(DWELL_ERR_CORRUPT, path.string() + ": the " + plugin_->name() +
+                                               " model plugin declares a recurrent state " +
+                                               std::to_string(which) + " of " + std::to_string(e) +
+                                               " values per layer (allowed 0.." +
+                                               std::to_string(RecurrentState::kMaxElements) +
+                                               "): the file's hyper-parameters are corrupt");
+        }
     }
 }
 

@@ -87,6 +87,13 @@ bool ropes_with_factors(const dwell_node& node) {
     return node.n_inputs > 2 || (attn_factor != 0.0f && attn_factor != 1.0f);
 }
 
+// ABI 1.6 added SHORT_CONV and the recurrent state it writes in place
+// (graph.h): an older backend knows neither the op nor that an input is
+// written.
+bool uses_recurrent_state(const dwell_node& node) {
+    return node.op == DWELL_OP_SHORT_CONV;
+}
+
 // Why a backend must not get a node its ABI minor predates, or "".
 std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const Backend& be) {
     const uint32_t minor = be.plugin().info().abi_minor;
@@ -104,6 +111,9 @@ std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const 
     } else if (minor < 5 && ropes_with_factors(node)) {
         what = "RoPE frequency factors";
         since = "1.5";
+    } else if (minor < 6 && uses_recurrent_state(node)) {
+        what = "short convolutions and their recurrent state";
+        since = "1.6";
     }
     if (what == nullptr) return "";
     return be.label() + ": built against dwell ABI " + be.plugin().abi_version() +
@@ -264,6 +274,21 @@ std::string Scheduler::try_run(const Backend& be, const Graph& graph, const dwel
         for (int32_t k = 0; k < n.n_inputs; ++k)
             given.emplace_back(n.inputs[k], *dwell_graph_tensor(&cg, n.inputs[k]));
     }
+    // SHORT_CONV advances its state in place, so unlike a KV row written
+    // twice, a rerun elsewhere after a failure would advance it twice: the
+    // states are put back as they were before the failed try.
+    std::vector<std::pair<dwell_tensor*, std::vector<std::byte>>> states;
+    for (const int32_t id : ids) {
+        const dwell_node& n = graph.nodes[static_cast<size_t>(id)];
+        if (n.op != DWELL_OP_SHORT_CONV || n.n_inputs != 3) continue;
+        dwell_tensor* st = dwell_graph_tensor(&cg, n.inputs[2]);
+        const auto* bytes = static_cast<const std::byte*>(st->data);
+        states.emplace_back(
+            st, std::vector<std::byte>(bytes, bytes + dwell_tensor_nelements(st) * sizeof(float)));
+    }
+    const auto restore_states = [&] {
+        for (auto& [st, bytes] : states) std::memcpy(st->data, bytes.data(), bytes.size());
+    };
     dwell_status status = DWELL_OK;
     std::string error;
     {
@@ -281,6 +306,7 @@ std::string Scheduler::try_run(const Backend& be, const Graph& graph, const dwel
                       ", the graph's is " + shape_str(was);
         now = was;
     }
+    if (status != DWELL_OK || !changed.empty()) restore_states();
     if (status != DWELL_OK)
         return fail(BackendFault::ErrorStatus,
                     std::string(dwell_status_name(status)) + ": " + error);

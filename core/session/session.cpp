@@ -91,6 +91,13 @@ void check_kv_fits(const Runtime& runtime, const Model& model, int64_t n_ctx, dw
     }
 }
 
+// All layers' states at once (recurrent_state.hpp says why), charged to
+// the budget as KV memory.
+RecurrentState make_state(Runtime& runtime, const Model& model) {
+    const auto& info = model.info();
+    return RecurrentState(runtime.pool(), info.n_layer, {info.state_elems[0], info.state_elems[1]});
+}
+
 KvCache make_kv_cache(Runtime& runtime, const Model& model, int32_t n_ctx,
                       std::optional<dwell_dtype> requested) {
     const dwell_dtype dtype = requested.value_or(runtime.manifest().kv.dtype);
@@ -142,6 +149,7 @@ Session::Session(Runtime& runtime, std::shared_ptr<const Model> model,
       on_full_(options.on_full),
       n_keep_(std::clamp(options.n_keep, 0, n_ctx_)),
       kv_(make_kv_cache(runtime, *model_, n_ctx_, options.kv_dtype)),
+      state_(make_state(runtime, *model_)),
       scheduler_(backend_list(runtime), runtime.strict()),
       prefix_root_(KvPrefixCache::root_key(model_->id(), kv_.dtype(), kv_.rows_per_page())),
       prefix_cache_(options.prefix_cache) {
@@ -160,6 +168,7 @@ Session::Session(Runtime& runtime, std::shared_ptr<const Model> model, int32_t n
       n_ctx_(n_ctx),
       n_batch_(n_batch),
       kv_(std::move(kv)),
+      state_(make_state(runtime, *model_)),
       scheduler_(backend_list(runtime), runtime.strict()),
       prefix_root_(KvPrefixCache::root_key(model_->id(), kv_.dtype(), kv_.rows_per_page())) {}
 
@@ -189,6 +198,7 @@ std::unique_ptr<Session> Session::fork() const {
     copy->n_keep_ = n_keep_;
     copy->n_shifted_ = n_shifted_;
     copy->key_rope_ = key_rope_;
+    copy->state_.assign(state_.all());  // a state is per sequence: copied, never shared
     const std::span<const float> last = last_logits();
     copy->logits_.assign(last.begin(), last.end());
     return copy;
@@ -224,14 +234,26 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
     const size_t saved_keys = page_keys_.size();
     const int64_t saved_cached = n_cached_;
     std::vector<float> saved_logits = logits_;
+    // A step writes the carried state in place, so unlike the KV rows it
+    // is not undone by rewinding n_past: it is copied back.
+    const std::vector<float> saved_state(state_.all().begin(), state_.all().end());
     try {
         // Pages another session computed for the same tokens are adopted,
         // not recomputed (every row's logits were asked for: compute all).
         const size_t cached = all_logits || !prefix_cache_ ? 0 : adopt_cached_prefix(tokens);
         n_cached_ += static_cast<int64_t>(cached);
-        for (size_t start = cached; start < tokens.size(); start += static_cast<size_t>(n_batch_)) {
+        for (size_t start = cached, n = 0; start < tokens.size(); start += n) {
             if (start > cached) check_cancel();
-            const size_t n = std::min(tokens.size() - start, static_cast<size_t>(n_batch_));
+            n = std::min(tokens.size() - start, static_cast<size_t>(n_batch_));
+            // A hybrid model's state exists only where a batch ends: a batch
+            // that crosses a page boundary ends at the last one it crosses,
+            // so the prefix cache gets the state after that page.
+            const auto rpp = static_cast<size_t>(kv_.rows_per_page());
+            const size_t past_boundary = (static_cast<size_t>(n_past_) + n) % rpp;
+            if (!state_.empty() && prefix_cache_ && n > past_boundary &&
+                static_cast<size_t>(n_past_) % rpp + n > rpp) {
+                n -= past_boundary;
+            }
             const auto t0 = std::chrono::steady_clock::now();
             run_batch(tokens.subspan(start, n), all_logits);
             // The thermal governor's pacing: rest in proportion to the work.
@@ -249,6 +271,8 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
         n_cached_ = saved_cached;
         logits_ = std::move(saved_logits);
         kv_.truncate(saved_past);
+        state_.assign(saved_state);
+        boundary_states_.clear();
         throw;
     }
     if (all_logits) {
@@ -272,29 +296,51 @@ void Session::reserve(int32_t n) {
 size_t Session::adopt_cached_prefix(std::span<const int32_t> tokens) {
     KvPrefixCache& cache = runtime_.kv_prefixes();
     const auto rpp = static_cast<size_t>(kv_.rows_per_page());
-    size_t used = 0;
-    while (n_past_ % static_cast<int32_t>(rpp) == 0 &&
-           page_keys_.size() == static_cast<size_t>(n_past_) / rpp &&
-           kv_.n_pages() == static_cast<int64_t>(page_keys_.size()) &&
-           tokens.size() - used >= rpp &&
-           static_cast<int64_t>(n_past_) + static_cast<int64_t>(rpp) <= n_ctx_) {
-        const std::span<const int32_t> page = tokens.subspan(used, rpp);
-        const uint64_t parent = page_keys_.empty() ? prefix_root_ : page_keys_.back();
-        std::optional<KvPrefixCache::Hit> hit = cache.find(parent, page);
+    if (n_past_ % static_cast<int32_t>(rpp) != 0 ||
+        page_keys_.size() != static_cast<size_t>(n_past_) / rpp ||
+        kv_.n_pages() != static_cast<int64_t>(page_keys_.size())) {
+        return 0;
+    }
+    // Every hit first, then as many as may end the adopted prefix; find()'s
+    // page references go back whatever happens.
+    std::vector<KvPrefixCache::Hit> hits;
+    struct Release {
+        KvPagePool& pages;
+        std::vector<KvPrefixCache::Hit>& hits;
+        ~Release() {
+            for (const auto& h : hits)
+                for (int32_t p : h.page_ids) pages.release(p);
+        }
+    } release{runtime_.kv_pages(), hits};
+    uint64_t parent = page_keys_.empty() ? prefix_root_ : page_keys_.back();
+    size_t usable = 0;
+    for (size_t used = 0;
+         tokens.size() - used >= rpp &&
+         static_cast<int64_t>(n_past_) + static_cast<int64_t>(used + rpp) <= n_ctx_;
+         used += rpp) {
+        std::optional<KvPrefixCache::Hit> hit = cache.find(parent, tokens.subspan(used, rpp));
         if (!hit) break;
-        const bool ends = used + rpp == tokens.size();
+        parent = hit->key;
+        hits.push_back(std::move(*hit));
+        const KvPrefixCache::Hit& h = hits.back();
         // The last page of the input comes with the logits after it, or is
         // computed (decode must return them).
-        if (!ends || !hit->logits.empty()) kv_.adopt_page(hit->page_ids);
-        for (int32_t p : hit->page_ids) runtime_.kv_pages().release(p);  // find's references
-        if (ends && hit->logits.empty()) break;
+        if (used + rpp == tokens.size() && h.logits.empty()) break;
+        // A hybrid model continues from the carried state after the page:
+        // a page published without it can only be passed through.
+        if (state_.empty() || h.state.size() == state_.all().size()) usable = hits.size();
+    }
+    for (size_t i = 0; i < usable; ++i) {
+        kv_.adopt_page(hits[i].page_ids);
+        const std::span<const int32_t> page = tokens.subspan(i * rpp, rpp);
         tokens_.insert(tokens_.end(), page.begin(), page.end());
         n_past_ += static_cast<int32_t>(rpp);
-        page_keys_.push_back(hit->key);
-        used += rpp;
-        if (ends) logits_ = std::move(hit->logits);
+        page_keys_.push_back(hits[i].key);
     }
-    return used;
+    if (usable == 0) return 0;
+    if (!state_.empty()) state_.assign(hits[usable - 1].state);
+    if (usable * rpp == tokens.size()) logits_ = std::move(hits[usable - 1].logits);
+    return usable * rpp;
 }
 
 void Session::publish_pages() {
@@ -306,10 +352,14 @@ void Session::publish_pages() {
         // The logits after the page go with it when it ends the input, so an
         // identical prompt later needs no compute.
         const bool last = (i + 1) * rpp == static_cast<size_t>(n_past_);
+        const auto state = boundary_states_.find(static_cast<int32_t>((i + 1) * rpp));
         cache.insert(model_->id(), parent, page, kv_.page_ids(static_cast<int64_t>(i)),
-                     last ? last_logits() : std::span<const float>());
+                     last ? last_logits() : std::span<const float>(),
+                     state != boundary_states_.end() ? std::span<const float>(state->second)
+                                                     : std::span<const float>());
         page_keys_.push_back(KvPrefixCache::child_key(parent, page));
     }
+    boundary_states_.clear();
 }
 
 void Session::use_backend(const std::string& name) {
@@ -327,6 +377,13 @@ void Session::shift_for(size_t n_new) {
     const int64_t needed = int64_t{n_past_} + static_cast<int64_t>(n_new) - n_ctx_;
     // Half of what may go, as llama.cpp does, so shifts stay rare.
     const int64_t n_discard = std::max(needed, (int64_t{n_past_} - n_keep_) / 2);
+    // The recurrent state stays as it is. For a short convolution that is
+    // exact: its state is the layer's inputs at the last K - 1 positions,
+    // and a shift drops positions from the middle (after n_keep), keeping
+    // the rest as they were computed, as it keeps the KV rows; the state
+    // holds no position, so nothing rotates as keys do. (A batch of
+    // n_ctx - n_keep tokens drops every position after n_keep: the state
+    // then carries the last dropped inputs into it, an approximation.)
     shift_context(kv_, *key_rope_, n_keep_, n_discard, n_past_);
     tokens_.erase(tokens_.begin() + n_keep_, tokens_.begin() + n_keep_ + n_discard);
     n_past_ -= static_cast<int32_t>(n_discard);
@@ -341,7 +398,8 @@ void Session::shift_for(size_t n_new) {
 void Session::build_step_graph(Graph& graph, int32_t n_tokens, int32_t n_out) const {
     GraphBuilder builder(
         graph, [this](std::string_view name) { return model_->weight(name); },
-        [this](int32_t layer, int32_t which) { return kv_.tensor(layer, which); });
+        [this](int32_t layer, int32_t which) { return kv_.tensor(layer, which); },
+        [this](int32_t layer, int32_t which) { return state_.tensor(layer, which); });
     dwell_batch batch{sizeof(dwell_batch), n_tokens, n_out, static_cast<int32_t>(kv_.n_ctx())};
     model_->build_graph(builder, batch);
     if (graph.output < 0)
@@ -438,6 +496,9 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
     logits_.assign(src, src + n_vocab * n_out);
     n_past_ += n_tokens;
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+    if (!state_.empty() && prefix_cache_ && n_past_ % kv_.rows_per_page() == 0) {
+        boundary_states_[n_past_].assign(state_.all().begin(), state_.all().end());
+    }
 }
 
 // The file format and its checks: session_file.hpp.
@@ -450,7 +511,8 @@ SessionFileModel file_model_of(const Model& model) {
             info.n_vocab,
             model.weight_bytes(),
             session_weights_fingerprint(model),
-            model.path().string()};
+            model.path().string(),
+            {info.state_elems[0], info.state_elems[1]}};
 }
 
 }  // namespace
@@ -524,6 +586,7 @@ void Session::save(const std::filesystem::path& path, const SessionExtras& extra
             }
         }
     }
+    out.write(state_.all().data(), state_.all().size_bytes());
     out.finish();
 }
 
@@ -554,6 +617,11 @@ std::unique_ptr<Session> Session::restore(Runtime& runtime, std::shared_ptr<cons
                 in.read_row(std::span<uint8_t>(kv.row(l, which, pos), kv.row_bytes()));
             }
         }
+    }
+    if (!session->state_.empty()) {
+        std::vector<float> states(session->state_.all().size());
+        in.read_states(states);
+        session->state_.assign(states);
     }
     in.finish();
     session->n_past_ = h.n_past;

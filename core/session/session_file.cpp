@@ -27,12 +27,14 @@ constexpr char kMagic[8] = {'D', 'W', 'E', 'L', 'L', 'S', 'E', 'S'};
 // 2: FP8_E4M3 keys hold offset keys (quant.h); version 1 files are read
 // unless their keys are FP8.
 // 3: the weights' fingerprint, the pending token and host data.
-constexpr uint32_t kVersion = 3;
+// 4: hybrid models' recurrent state (ABI 1.6).
+constexpr uint32_t kVersion = 4;
 constexpr size_t kHeaderBytesV2 = 56;
-constexpr size_t kHeaderBytes = 72;
+constexpr size_t kHeaderBytesV3 = 72;
+constexpr size_t kHeaderBytes = 88;
 
 size_t header_bytes(uint32_t version) {
-    return version >= 3 ? kHeaderBytes : kHeaderBytesV2;
+    return version >= 4 ? kHeaderBytes : version == 3 ? kHeaderBytesV3 : kHeaderBytesV2;
 }
 constexpr size_t kChecksumBytes = 8;
 
@@ -65,15 +67,21 @@ std::unique_ptr<XXH3_state_t, XxhFree> new_hash(const std::filesystem::path& pat
 }
 
 // Bytes of the whole file the header describes; false if that overflows.
-bool expected_file_bytes(const SessionFileHeader& h, int64_t n_layer, uint64_t* out) {
+bool expected_file_bytes(const SessionFileHeader& h, const SessionFileModel& m, uint64_t* out) {
     const auto past = static_cast<uint64_t>(h.n_past);
+    const auto n_layer = static_cast<uint64_t>(m.n_layer);
     uint64_t rows = 0;
     uint64_t kv = 0;
+    uint64_t states = 0;
     uint64_t total = header_bytes(h.version) + kChecksumBytes + 4 * past +
                      4 * uint64_t(h.n_logits) + h.host_data_bytes;
-    return !__builtin_mul_overflow(static_cast<uint64_t>(n_layer) * 2, past, &rows) &&
+    const uint64_t per_layer =
+        h.version >= 4 ? static_cast<uint64_t>(m.state_elems[0] + m.state_elems[1]) * 4 : 0;
+    return !__builtin_mul_overflow(n_layer * 2, past, &rows) &&
            !__builtin_mul_overflow(rows, h.row_bytes, &kv) &&
-           !__builtin_add_overflow(total, kv, out);
+           !__builtin_mul_overflow(n_layer, per_layer, &states) &&
+           !__builtin_add_overflow(total, kv, &total) &&
+           !__builtin_add_overflow(total, states, out);
 }
 
 }  // namespace
@@ -118,6 +126,8 @@ SessionFileWriter::SessionFileWriter(const std::filesystem::path& path,
     put_le<uint64_t>(p, model.fingerprint);
     put_le<int32_t>(p, header.pending_token);
     put_le<uint32_t>(p, header.host_data_bytes);
+    put_le<uint64_t>(p, static_cast<uint64_t>(model.state_elems[0]));
+    put_le<uint64_t>(p, static_cast<uint64_t>(model.state_elems[1]));
     write(bytes.data(), bytes.size());
 }
 
@@ -174,8 +184,8 @@ void SessionFileReader::Impl::check_header(uint64_t file_bytes) {
                 std::to_string(kVersion));
     }
     if (version >= 3) {
-        if (file_bytes < kHeaderBytes) corrupt("the file is truncated");
-        read(bytes.data() + kHeaderBytesV2, kHeaderBytes - kHeaderBytesV2);
+        if (file_bytes < header_bytes(version)) corrupt("the file is truncated");
+        read(bytes.data() + kHeaderBytesV2, header_bytes(version) - kHeaderBytesV2);
     }
     const auto dtype = get_le<uint32_t>(p);
     if (version == 1 && dtype == DWELL_FP8_E4M3) {
@@ -200,6 +210,11 @@ void SessionFileReader::Impl::check_header(uint64_t file_bytes) {
         pending = get_le<int32_t>(p);
         host_bytes = get_le<uint32_t>(p);
     }
+    uint64_t state_elems[2] = {0, 0};
+    if (version >= 4) {
+        state_elems[0] = get_le<uint64_t>(p);
+        state_elems[1] = get_le<uint64_t>(p);
+    }
     if (n_layer != static_cast<uint64_t>(model.n_layer) ||
         kv_width != static_cast<uint64_t>(model.kv_width) ||
         n_vocab != static_cast<uint64_t>(model.n_vocab) || weight_bytes != model.weight_bytes) {
@@ -216,6 +231,25 @@ void SessionFileReader::Impl::check_header(uint64_t file_bytes) {
                         model.source +
                         " (same shape, different weights: a fine-tune or another "
                         "quantization?); restore it with the model it was saved with");
+    }
+    // A model's state sizes are part of its shape; a file from before
+    // version 4 has none, which only a model without state agrees with.
+    if (state_elems[0] != static_cast<uint64_t>(model.state_elems[0]) ||
+        state_elems[1] != static_cast<uint64_t>(model.state_elems[1])) {
+        const std::string theirs = " (" + std::to_string(model.state_elems[0]) + " and " +
+                                   std::to_string(model.state_elems[1]) + " values per layer)";
+        throw Error(
+            DWELL_ERR_INVALID_ARGUMENT,
+            path.string() +
+                (version < 4
+                     ? ": a version " + std::to_string(version) +
+                           " session file, from before dwell saved the "
+                           "recurrent state that " +
+                           model.source + " has" + theirs
+                     : ": the session's recurrent state (" + std::to_string(state_elems[0]) +
+                           " and " + std::to_string(state_elems[1]) +
+                           " values per layer) does not match " + model.source + theirs) +
+                ": run the conversation's prompt again instead of restoring it");
     }
     if (pending < -1 || pending >= static_cast<int64_t>(n_vocab)) {
         corrupt("pending token " + std::to_string(pending) + " is outside the vocabulary");
@@ -253,7 +287,7 @@ void SessionFileReader::Impl::check_header(uint64_t file_bytes) {
                 dwell_dtype_name(header.kv_dtype) + " blocks");
     }
     uint64_t expected = 0;
-    if (!expected_file_bytes(header, model.n_layer, &expected)) {
+    if (!expected_file_bytes(header, model, &expected)) {
         corrupt("its sizes overflow (" + std::to_string(n_past) + " tokens)");
     }
     if (file_bytes < expected) {
@@ -328,6 +362,20 @@ void SessionFileReader::read_row(std::span<uint8_t> row) {
                                             std::to_string(impl_->header.row_bytes));
     }
     impl_->read(row.data(), row.size());
+}
+
+void SessionFileReader::read_states(std::span<float> values) {
+    const SessionFileModel& m = impl_->model;
+    const uint64_t want = impl_->header.version >= 4
+                              ? static_cast<uint64_t>(m.n_layer) *
+                                    static_cast<uint64_t>(m.state_elems[0] + m.state_elems[1])
+                              : 0;
+    if (values.size() != want) {
+        throw Error(DWELL_ERR_INTERNAL,
+                    impl_->path.string() + ": " + std::to_string(values.size()) +
+                        " state values were asked for, the file holds " + std::to_string(want));
+    }
+    impl_->read(values.data(), values.size_bytes());
 }
 
 void SessionFileReader::finish() {

@@ -749,6 +749,72 @@ void add_expert_cases(std::vector<Case>& cases) {
                      1e-6});
 }
 
+// SHORT_CONV (ABI 1.6) in double, as graph.h defines it: `calls` batches
+// of the same x [C, T] from `state` [C, K - 1], kernel w [C rows of K
+// taps]; returns the last batch's output then the state after it.
+std::vector<double> ref_short_conv(const std::vector<double>& x, const std::vector<double>& w,
+                                   std::vector<double> state, int64_t C, int64_t K, int64_t T,
+                                   int calls) {
+    std::vector<double> out(static_cast<size_t>(C * T));
+    for (int call = 0; call < calls; ++call) {
+        std::vector<double> xx = state;  // K - 1 rows, then the batch
+        xx.insert(xx.end(), x.begin(), x.end());
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t c = 0; c < C; ++c) {
+                double s = 0;
+                for (int64_t j = 0; j < K; ++j)
+                    s += w[static_cast<size_t>(c * K + j)] *
+                         xx[static_cast<size_t>((t + j) * C + c)];
+                out[static_cast<size_t>(t * C + c)] = s;
+            }
+        state.assign(xx.end() - static_cast<std::ptrdiff_t>(C * (K - 1)), xx.end());
+    }
+    out.insert(out.end(), state.begin(), state.end());
+    return out;
+}
+
+// SHORT_CONV: decode (T = 1) and prefill (T > K - 1) with K = 3, other
+// K with F16 taps, and two calls in a row whose second starts from the
+// state the first wrote (T < K - 1 there: the state keeps some of its own
+// rows). Both the output and the state written are checked.
+void add_short_conv_cases(std::vector<Case>& cases) {
+    struct Shape {
+        const char* name;
+        int64_t K, T;
+        dwell_dtype taps;
+        int calls;
+    };
+    const Shape shapes[] = {
+        {"short_conv_k3_decode", 3, 1, DWELL_F32, 1},
+        {"short_conv_k3_prefill", 3, 7, DWELL_F32, 1},
+        {"short_conv_k4_f16_prefill", 4, 6, DWELL_F16, 1},
+        {"short_conv_k3_two_decodes", 3, 1, DWELL_F32, 2},
+        {"short_conv_k5_f16_two_batches", 5, 2, DWELL_F16, 2},
+    };
+    for (const Shape& sh : shapes) {
+        Case c{sh.name,
+               [sh](OpTestGraph& g) {
+                   const int64_t C = 48, K = sh.K, T = sh.T;
+                   const int x = g.tensor(DWELL_F32, {C, T});
+                   const auto xv = random_floats(static_cast<size_t>(C * T), 40 + uint32_t(K));
+                   g.set(x, xv);
+                   const int w = g.tensor(sh.taps, {K, C});
+                   g.set_raw_rows(w, random_weight_rows(sh.taps, K, C, 41));
+                   const int st = g.tensor(DWELL_F32, {C, K - 1});
+                   const auto sv = random_floats(static_cast<size_t>(C * (K - 1)), 42, -2, 2);
+                   g.set(st, sv);
+                   const int out = g.tensor(DWELL_F32, {C, T});
+                   g.node(DWELL_OP_SHORT_CONV, out, {x, w, st});
+                   return ref_short_conv(to_double(xv), decode_rows(g, w), to_double(sv), C, K, T,
+                                         sh.calls);
+               },
+               1e-5};
+        c.calls = sh.calls;
+        c.written_input = 2;
+        cases.push_back(std::move(c));
+    }
+}
+
 }  // namespace
 
 std::vector<Case> all_cases() {
@@ -764,6 +830,7 @@ std::vector<Case> all_cases() {
     add_cpy_cases(cases);
     add_topk_and_gather_cases(cases);
     add_expert_cases(cases);
+    add_short_conv_cases(cases);
     return cases;
 }
 

@@ -24,6 +24,13 @@ struct Case {
     // How to read the output: F32 values, I32 values, or rows of its dtype
     // decoded (CPY to a quantized type).
     enum class Out { F32, I32, Decoded } out = Out::F32;
+    // Times the node runs in a row on the same tensors (SHORT_CONV: the
+    // second call starts from the state the first one wrote).
+    int calls = 1;
+    // An input the node writes in place (SHORT_CONV's state, 2), or -1:
+    // read back as F32 after the output, its reference after the output's
+    // in what build returns.
+    int written_input = -1;
 };
 
 // Every case, in a fixed order (names are unique).

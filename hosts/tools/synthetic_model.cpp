@@ -248,6 +248,10 @@ void check_spec(const SyntheticModelSpec& s) {
           "--attn-softcap and --final-softcap must be finite numbers >= 0");
     check(s.family != SyntheticFamily::gemma3 || s.attn_softcap == 0,
           "gemma3 has no attention soft-cap (--attn-softcap)");
+    check(s.family != SyntheticFamily::lfm2 || head_dim * s.n_head == s.n_embd,
+          "lfm2's heads must split n_embd exactly (head_dim * n_head == n_embd)");
+    check(s.conv_l_cache >= 2 && s.conv_l_cache <= 16, "--l-cache must be in 2..16");
+    check(s.conv_std >= 0 && std::isfinite(s.conv_std), "--conv-std must be a finite number >= 0");
     const int64_t block = dwell_dtype_block_elems(s.dtype);
     check(s.dtype == DWELL_F32 || s.dtype == DWELL_F16 || s.dtype == DWELL_Q8_0 ||
               s.dtype == DWELL_Q4_0,
@@ -302,6 +306,8 @@ const char* synthetic_family_name(SyntheticFamily f) {
             return "llama3";
         case SyntheticFamily::phi3:
             return "phi3";
+        case SyntheticFamily::lfm2:
+            return "lfm2";
     }
     return "?";
 }
@@ -310,12 +316,13 @@ SyntheticFamily parse_synthetic_family(std::string_view name) {
     for (auto f : {SyntheticFamily::llama, SyntheticFamily::qwen2, SyntheticFamily::gemma,
                    SyntheticFamily::mixtral, SyntheticFamily::qwen3, SyntheticFamily::qwen3moe,
                    SyntheticFamily::smollm3, SyntheticFamily::gemma2, SyntheticFamily::gemma3,
-                   SyntheticFamily::llama3, SyntheticFamily::phi3}) {
+                   SyntheticFamily::llama3, SyntheticFamily::phi3, SyntheticFamily::lfm2}) {
         if (name == synthetic_family_name(f)) return f;
     }
-    throw Error(DWELL_ERR_INVALID_ARGUMENT, "synth: unknown model family '" + std::string(name) +
-                                                "' (known: llama, qwen2, gemma, mixtral, qwen3, "
-                                                "qwen3moe, smollm3, gemma2, gemma3, llama3, phi3)");
+    throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                "synth: unknown model family '" + std::string(name) +
+                    "' (known: llama, qwen2, gemma, mixtral, qwen3, "
+                    "qwen3moe, smollm3, gemma2, gemma3, llama3, phi3, lfm2)");
 }
 
 namespace {
@@ -370,6 +377,10 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     const int64_t kv_width = head_dim * s.n_head_kv;
 
     const bool phi3 = family == SyntheticFamily::phi3;
+    const bool lfm2 = family == SyntheticFamily::lfm2;
+    // LFM2's layer kinds: attention on every third layer (2, 5, ...), a
+    // short convolution on the others.
+    const auto conv_layer = [&](int32_t l) { return lfm2 && l % 3 != 2; };
     GgufWriter w(s.alignment);
     const auto key = [&](const char* suffix) { return arch + "." + suffix; };
     w.add_string("general.architecture", arch);
@@ -388,7 +399,16 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
         family == SyntheticFamily::qwen3moe ? s.n_ff * s.n_expert_used : s.n_ff;
     w.add_uint32(key("feed_forward_length"), static_cast<uint32_t>(n_ff_key));
     w.add_uint32(key("attention.head_count"), static_cast<uint32_t>(s.n_head));
-    w.add_uint32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
+    if (lfm2) {
+        std::vector<int32_t> kv_heads(static_cast<size_t>(s.n_layer));
+        for (int32_t l = 0; l < s.n_layer; ++l)
+            kv_heads[static_cast<size_t>(l)] =
+                conv_layer(l) ? 0 : static_cast<int32_t>(s.n_head_kv);
+        w.add_int32_array(key("attention.head_count_kv"), kv_heads);
+        w.add_uint32(key("shortconv.l_cache"), static_cast<uint32_t>(s.conv_l_cache));
+    } else {
+        w.add_uint32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
+    }
     if (s.head_dim > 0) {
         w.add_uint32(key("attention.key_length"), static_cast<uint32_t>(head_dim));
         w.add_uint32(key("attention.value_length"), static_cast<uint32_t>(head_dim));
@@ -502,15 +522,20 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     for (int32_t l = 0; l < s.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         norm(p + "attn_norm.weight");
-        if (phi3) {
+        if (conv_layer(l)) {
+            matrix(p + "shortconv.conv.weight", {s.conv_l_cache, s.n_embd}, DWELL_F32, extras,
+                   s.conv_std != 0.0f ? s.conv_std : 0.5f);
+            weight(p + "shortconv.in_proj.weight", {s.n_embd, 3 * s.n_embd});
+            weight(p + "shortconv.out_proj.weight", {s.n_embd, s.n_embd});
+        } else if (phi3) {
             weight(p + "attn_qkv.weight", {s.n_embd, q_width + 2 * kv_width});
         } else {
             weight(p + "attn_q.weight", {s.n_embd, q_width});
             weight(p + "attn_k.weight", {s.n_embd, kv_width});
             weight(p + "attn_v.weight", {s.n_embd, kv_width});
         }
-        weight(p + "attn_output.weight", {q_width, s.n_embd});
-        if (family == SyntheticFamily::gemma3) {
+        if (!conv_layer(l)) weight(p + "attn_output.weight", {q_width, s.n_embd});
+        if (family == SyntheticFamily::gemma3 || (lfm2 && !conv_layer(l))) {
             f32_vector(p + "attn_q_norm.weight", head_dim, 1.0f, s.norm_jitter);
             f32_vector(p + "attn_k_norm.weight", head_dim, 1.0f, s.norm_jitter);
         }
@@ -541,7 +566,8 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
         }
         if (gemma23) norm(p + "post_ffw_norm.weight");
     }
-    norm("output_norm.weight");
+    // LFM2 files name their final norm token_embd_norm (llama.cpp's name).
+    norm(lfm2 ? "token_embd_norm.weight" : "output_norm.weight");
     if (!tied) weight("output.weight", {s.n_embd, n_vocab});
     w.write(out);
 }

@@ -186,7 +186,8 @@ void copy_seeds(const fs::path& from, const fs::path& to, std::string_view suffi
 }
 
 // Sessions of every KV type, as Session::save writes them: empty, and
-// three tokens with their logits, a pending token and host data.
+// three tokens with their logits, a pending token and host data, and the
+// fuzz model's recurrent states.
 void write_session_seeds(const fs::path& dir) {
     const dwell::SessionFileModel model = dwell::fuzz::session_file_model();
     for (const dwell_dtype dtype : {DWELL_F16, DWELL_F32, DWELL_Q8_0, DWELL_FP8_E4M3}) {
@@ -215,6 +216,11 @@ void write_session_seeds(const fs::path& dir) {
             const std::vector<uint8_t> row = bytes_of(dwell_row_bytes(dtype, model.kv_width), 3);
             for (int64_t r = 0; r < 2 * model.n_layer * n_past; ++r)
                 w.write(row.data(), row.size());
+            for (int64_t v = 0; v < model.n_layer * (model.state_elems[0] + model.state_elems[1]);
+                 ++v) {
+                const float value = 0.125f * static_cast<float>(v % 11) - 0.5f;
+                w.write(&value, sizeof value);
+            }
             w.finish();
         }
     }

@@ -9,7 +9,9 @@
 namespace dwell::fuzz {
 
 inline SessionFileModel session_file_model() {
-    return {2, 32, 40, 4096, 0x5eed, "fuzz.gguf"};
+    // A hybrid model (a recurrent state of 6 values per layer), so the
+    // state's sizes and bytes are fuzzed too.
+    return {2, 32, 40, 4096, 0x5eed, "fuzz.gguf", {6, 0}};
 }
 
 }  // namespace dwell::fuzz

@@ -128,6 +128,15 @@ SyntheticModelSpec family_reference_spec(SyntheticFamily family) {
             s.final_softcap = 2.0f;
             s.seed = 16;
             break;
+        // LFM2: six layers, attention at 2 and 5 between short convolutions
+        // of 3 taps; GQA (4 query heads on 2 KV heads) with jittered
+        // QK-norms, tied output.
+        case SyntheticFamily::lfm2:
+            s.n_layer = 6;
+            s.conv_l_cache = 3;
+            s.tied_output = true;
+            s.seed = 23;
+            break;
         case SyntheticFamily::llama3:
         case SyntheticFamily::phi3:
             break;  // llama3_phi3_spec() in llama3_phi3_reference_test.cpp

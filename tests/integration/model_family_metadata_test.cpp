@@ -1,4 +1,4 @@
-// The qwen2 and gemma plugins refuse malformed files with one line naming
+// The qwen2, gemma and lfm2 plugins refuse malformed files with one line naming
 // the file, the plugin and the key or tensor at fault: each case rewrites
 // one metadata key (or drops one tensor) of a good synthetic file.
 #include <gtest/gtest.h>
@@ -22,6 +22,7 @@ fs::path write_family(const TempDir& dir, SyntheticFamily family) {
     s.family = family;
     s.dtype = DWELL_F32;
     if (family == SyntheticFamily::gemma) s.head_dim = 24;
+    if (family == SyntheticFamily::lfm2) s.n_layer = 3;  // conv, conv, attention
     const fs::path p = dir.path() / (std::string(synthetic_family_name(family)) + ".gguf");
     write_synthetic_model(s, p);
     return p;
@@ -57,6 +58,7 @@ TEST_P(ModelFamilyMetadata, IsRefusedInOneLineNamingTheKeyAtFault) {
 
 const std::string kQwen2Refused = "the qwen2 model plugin refused the model: ";
 const std::string kGemmaRefused = "the gemma model plugin refused the model: ";
+const std::string kLfm2Refused = "the lfm2 model plugin refused the model: ";
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, ModelFamilyMetadata,
@@ -84,7 +86,25 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"GemmaRopeWiderThanHead", SyntheticFamily::gemma, "gemma.rope.dimension_count", 30, "",
              kGemmaRefused + "metadata key gemma.rope.dimension_count = 30 is outside 2..24"},
         Case{"GemmaZeroWidth", SyntheticFamily::gemma, "gemma.embedding_length", 0, "",
-             kGemmaRefused + "metadata key gemma.embedding_length = 0 is outside 1..1048576"}),
+             kGemmaRefused + "metadata key gemma.embedding_length = 0 is outside 1..1048576"},
+        Case{"Lfm2LCacheMissing", SyntheticFamily::lfm2, "lfm2.shortconv.l_cache", std::nullopt, "",
+             kLfm2Refused + "metadata key lfm2.shortconv.l_cache is missing"},
+        Case{"Lfm2LCacheOutOfRange", SyntheticFamily::lfm2, "lfm2.shortconv.l_cache", 1, "",
+             kLfm2Refused + "metadata key lfm2.shortconv.l_cache = 1 is outside 2..16"},
+        Case{"Lfm2LCacheDiffersFromTheTaps", SyntheticFamily::lfm2, "lfm2.shortconv.l_cache", 4, "",
+             "tensor 'blk.0.shortconv.conv.weight' has shape [3, 64], the model's metadata "
+             "implies [4, 64]"},
+        Case{"Lfm2KvHeadsNotPerLayer", SyntheticFamily::lfm2, "lfm2.attention.head_count_kv", 2, "",
+             kLfm2Refused + "metadata key lfm2.attention.head_count_kv must be a per-layer array "
+                            "(0 for the 2 short-convolution layers), it is an integer"},
+        Case{"Lfm2LayerWithoutOperator", SyntheticFamily::lfm2, "", std::nullopt,
+             "blk.1.shortconv.conv.weight",
+             kLfm2Refused + "layer 1 has neither blk.1.shortconv.conv.weight nor "
+                            "blk.1.attn_q.weight; an lfm2 layer is one or the other"},
+        Case{"Lfm2InProjMissing", SyntheticFamily::lfm2, "", std::nullopt,
+             "blk.0.shortconv.in_proj.weight",
+             "tensor 'blk.0.shortconv.in_proj.weight' needed by the lfm2 model plugin is "
+             "missing"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // An optional key stored with another type than the plugin reads is an
@@ -142,7 +162,7 @@ TEST(ModelFamilyMetadata, AnUnservedArchitectureListsEachServedOneOnceWithItsPlu
         pos = close + 1;
         if (list.compare(pos, 2, ", ") == 0) pos += 2;
     }
-    EXPECT_EQ(archs, (std::vector<std::string>{"gemma", "gemma2", "gemma3", "llama", "phi3",
+    EXPECT_EQ(archs, (std::vector<std::string>{"gemma", "gemma2", "gemma3", "lfm2", "llama", "phi3",
                                                "qwen2", "qwen3", "qwen3moe", "smollm3"}))
         << msg;
     EXPECT_NE(list.find("mixtral"), std::string::npos) << msg;  // the plugin, named

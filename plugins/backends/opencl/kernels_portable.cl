@@ -130,6 +130,37 @@ __kernel void swiglu(__global const float* gate, __global const float* up, __glo
     out[i] = g / (1.0f + exp(-g)) * up[i];
 }
 
+// SHORT_CONV's outputs (graph.h): out[t][c] = sum_j w[c][j] * xx[t + j][c],
+// xx the K - 1 state rows then the T rows of x. One output per work-item.
+// Global (C, T).
+__kernel void short_conv(__global const float* x, __global const uchar* w, int w_f16,
+                         __global const float* state, __global float* out, int C, int K) {
+    const int c = get_global_id(0);
+    const int t = get_global_id(1);
+    float s = 0.0f;
+    for (int j = 0; j < K; ++j) {
+        const int r = t + j;
+        const float v = r < K - 1 ? state[(long)r * C + c] : x[(long)(r - (K - 1)) * C + c];
+        const float tap = w_f16 ? vload_half(c * K + j, (__global const half*)w)
+                                : ((__global const float*)w)[c * K + j];
+        s += tap * v;
+    }
+    out[(long)t * C + c] = s;
+}
+
+// SHORT_CONV's state after the batch: the last K - 1 rows of xx, in place.
+// Row j reads row T + j > j, which this loop has not overwritten yet. One
+// channel per work-item. Global (C).
+__kernel void short_conv_state(__global const float* x, __global float* state, int C, int K,
+                               int T) {
+    const int c = get_global_id(0);
+    for (int j = 0; j < K - 1; ++j) {
+        const int r = T + j;
+        state[(long)j * C + c] =
+            r < K - 1 ? state[(long)r * C + c] : x[(long)(r - (K - 1)) * C + c];
+    }
+}
+
 // One row per work-item. Global (rows).
 __kernel void rms_norm(__global const float* x, __global float* out, int n, float eps) {
     const long r = get_global_id(0);

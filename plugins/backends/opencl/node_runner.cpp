@@ -123,6 +123,13 @@ std::string check(const dwell_graph* g, int32_t id) {
             if (n->fparams[1] != 0.0f) return "soft-capped attention (no kernel yet)";
             return "";
         }
+        case DWELL_OP_SHORT_CONV:
+            if (n->n_inputs != 3) return "short_conv takes x, kernel and state";
+            if (in(1).dtype != DWELL_F32 && in(1).dtype != DWELL_F16)
+                return std::string("short_conv kernel dtype ") + dwell_dtype_name(in(1).dtype);
+            return f32(in(0)) && contiguous(in(1)) && f32(in(2)) && f32(*out)
+                       ? ""
+                       : "short_conv operands must be contiguous";
         default:
             return std::string(dwell_op_name(n->op)) + " has no portable OpenCL kernel";
     }
@@ -486,6 +493,19 @@ void launch_moe_combine(NodeRun& r, const NodeView& v) {
              w, o, cl_int(v.out.ne[0]), cl_int(v.in(1).ne[0]));
 }
 
+// graph.h: out from the state then x, then the state advanced in place.
+// The queue is in order, so the second kernel sees the state the first
+// one read only after it is done with it.
+void launch_short_conv(NodeRun& r, const NodeView& v) {
+    const dwell_tensor& x = v.in(0);
+    const cl_mem xm = r.wrap(x, false), w = r.wrap(v.in(1), false);
+    const cl_mem state = r.wrap(v.in(2), true), o = r.wrap(v.out, true);
+    const cl_int c = cl_int(x.ne[0]), k = cl_int(v.in(1).ne[0]), t = cl_int(x.ne[1]);
+    r.launch("short_conv", {static_cast<size_t>(c), static_cast<size_t>(t)}, xm, w,
+             cl_int(v.in(1).dtype == DWELL_F16), state, o, c, k);
+    r.launch("short_conv_state", {static_cast<size_t>(c)}, xm, state, c, k, t);
+}
+
 // Launches the kernels of node v.n.
 void launch_kernels(dwell_backend_context& c, NodeRun& r, const NodeView& v,
                     const std::vector<bool>& written) {
@@ -521,6 +541,8 @@ void launch_kernels(dwell_backend_context& c, NodeRun& r, const NodeView& v,
             return launch_expert_matmul(r, v);
         case DWELL_OP_MOE_COMBINE:
             return launch_moe_combine(r, v);
+        case DWELL_OP_SHORT_CONV:
+            return launch_short_conv(r, v);
         default:
             throw std::runtime_error(std::string("no kernel for ") + dwell_op_name(v.n.op));
     }

@@ -246,8 +246,9 @@ int32_t supports_via(Context* c, const dwell_graph* g, int32_t node, Check check
     }
 }
 
-// Tensors some node of the graph writes (outputs, and the caches ATTENTION
-// fills): never weights, so never copied once and kept.
+// Tensors some node of the graph writes (outputs, the caches ATTENTION
+// fills, the state SHORT_CONV advances): never weights, so never copied
+// once and kept.
 inline std::vector<bool> written_tensors(const dwell_graph* g) {
     std::vector<bool> w(static_cast<size_t>(std::max(g->n_tensors, 0)), false);
     const auto mark = [&](int32_t t) {
@@ -262,6 +263,9 @@ inline std::vector<bool> written_tensors(const dwell_graph* g) {
             const dwell_tensor* in4 = dwell_graph_tensor(g, n->inputs[4]);
             if (in4 != nullptr && in4->dtype != DWELL_I32) mark(n->inputs[4]);
         }
+#if DWELL_ABI_MINOR >= 6
+        if (n->op == DWELL_OP_SHORT_CONV && n->n_inputs == 3) mark(n->inputs[2]);
+#endif
     }
     return w;
 }

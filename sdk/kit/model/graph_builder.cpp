@@ -62,6 +62,21 @@ int32_t Builder::kv(int32_t layer, int32_t which) const {
     return check(b_.kv_cache(b_.self, layer, which), "kv cache of layer " + std::to_string(layer));
 }
 
+int32_t Builder::recurrent_state(int32_t layer, int32_t which,
+                                 std::initializer_list<int64_t> ne) const {
+    const std::string what =
+        "recurrent state " + std::to_string(which) + " of layer " + std::to_string(layer);
+#if DWELL_ABI_MINOR >= 6
+    if (DWELL_HAS_FIELD(&b_, dwell_graph_builder, recurrent_state) && b_.recurrent_state != nullptr)
+        return check(
+            b_.recurrent_state(b_.self, layer, which, static_cast<int32_t>(ne.size()), ne.begin()),
+            what);
+#else
+    (void)ne;
+#endif
+    throw std::runtime_error(what + ": hybrid models need a dwell host of ABI 1.6 or later");
+}
+
 void Builder::layer(int32_t l) const {
     b_.set_layer(b_.self, l);
 }

@@ -35,6 +35,11 @@ public:
     int32_t reshape(int32_t t, std::initializer_list<int64_t> ne) const;
     // The K (which = 0) or V (1) cache of a layer.
     int32_t kv(int32_t layer, int32_t which) const;
+    // The layer's carried state `which` (0 or 1) of a hybrid model, F32 of
+    // shape `ne` (ABI 1.6; e.g. a short convolution's [C, K - 1]); throws
+    // when the host predates it, or the model declared no such state or
+    // another element count (dwell_model_info.state_elems).
+    int32_t recurrent_state(int32_t layer, int32_t which, std::initializer_list<int64_t> ne) const;
     // Tags the nodes added from now on with a layer (-1: none).
     void layer(int32_t l) const;
     void output(int32_t t) const;

@@ -1,6 +1,7 @@
 #include "model/transformer_hparams.hpp"
 
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 namespace dwell::model_kit {
@@ -15,7 +16,10 @@ dwell_model_info TransformerHParams::model_info() const {
     return info;
 }
 
-TransformerHParams read_transformer_hparams(const MetadataReader& m, float default_rms_eps) {
+namespace {
+
+TransformerHParams read_hparams(const MetadataReader& m, float default_rms_eps,
+                                std::optional<int64_t> n_head_kv) {
     TransformerHParams h;
     h.arch = m.architecture();
     const auto key = [&](const char* suffix) { return m.arch_key(suffix); };
@@ -24,7 +28,13 @@ TransformerHParams read_transformer_hparams(const MetadataReader& m, float defau
     h.n_layer = static_cast<int32_t>(m.require_int(key("block_count"), 1, 4096));
     h.n_ff = m.require_int(key("feed_forward_length"), 1, 1 << 22);
     h.n_head = m.require_int(key("attention.head_count"), 1, 1 << 14);
-    h.n_head_kv = m.int_or(key("attention.head_count_kv"), h.n_head, 1, h.n_head);
+    if (n_head_kv) {
+        check_range(key("attention.head_count_kv") + " (of the attention layers)", *n_head_kv, 1,
+                    h.n_head);
+        h.n_head_kv = *n_head_kv;
+    } else {
+        h.n_head_kv = m.int_or(key("attention.head_count_kv"), h.n_head, 1, h.n_head);
+    }
     h.n_ctx_train = m.int_or(key("context_length"), 2048, 1, int64_t{1} << 24);
     if (h.n_head % h.n_head_kv != 0) {
         throw std::runtime_error(key("attention.head_count") + " (" + std::to_string(h.n_head) +
@@ -75,6 +85,17 @@ TransformerHParams read_transformer_hparams(const MetadataReader& m, float defau
     check_range("token_embd.weight rows", h.n_vocab, 1, int64_t{1} << 24);
     h.tied_output = !m.tensor("output.weight").has_value();
     return h;
+}
+
+}  // namespace
+
+TransformerHParams read_transformer_hparams(const MetadataReader& m, float default_rms_eps) {
+    return read_hparams(m, default_rms_eps, std::nullopt);
+}
+
+TransformerHParams read_transformer_hparams(const MetadataReader& m, float default_rms_eps,
+                                            int64_t n_head_kv) {
+    return read_hparams(m, default_rms_eps, n_head_kv);
 }
 
 void require_full_rope_and_rms_eps(const MetadataReader& m, const TransformerHParams& h) {

@@ -39,6 +39,13 @@ struct TransformerHParams {
 // Throws std::runtime_error with a one-line reason naming the key at fault.
 // `default_rms_eps` is used when attention.layer_norm_rms_epsilon is absent.
 TransformerHParams read_transformer_hparams(const MetadataReader& m, float default_rms_eps = 1e-5f);
+// The same for a hybrid family whose attention.head_count_kv is a per-layer
+// array (0 marking the layers without attention, LFM2), which the metadata
+// table cannot read element by element: the family finds the KV heads of
+// its attention layers (from their tensors) and passes them as n_head_kv;
+// the key is then not read.
+TransformerHParams read_transformer_hparams(const MetadataReader& m, float default_rms_eps,
+                                            int64_t n_head_kv);
 
 // For families whose RoPE always rotates the whole head and whose files must
 // say their norm epsilon (Qwen3, SmolLM3): throws unless

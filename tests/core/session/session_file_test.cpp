@@ -36,7 +36,7 @@ bool no_temporary(const fs::path& dir) {
 // The header bytes as the format documents them, built without the writer.
 struct RawHeader {
     std::string magic = "DWELLSES";
-    uint32_t version = 3, dtype = DWELL_F16, n_layer = 2, n_ctx = 16;
+    uint32_t version = 4, dtype = DWELL_F16, n_layer = 2, n_ctx = 16;
     uint64_t kv_width = 4, n_vocab = 10, weight_bytes = 12345;
     uint32_t n_past = 3, n_logits = 10;
     // Version 3 on: the fingerprint, the pending token, the host data.
@@ -44,8 +44,10 @@ struct RawHeader {
     int32_t pending = -1;
     std::string host_data;
     std::optional<uint32_t> host_bytes;  // what the header says, if not host_data.size()
+    // Version 4 on: the recurrent state sizes (values per layer).
+    uint64_t state_elems[2] = {0, 0};
 
-    size_t header_size() const { return version >= 3 ? 72 : 56; }
+    size_t header_size() const { return version >= 4 ? 88 : version >= 3 ? 72 : 56; }
 };
 
 template <typename T>
@@ -70,6 +72,10 @@ std::string header_bytes(const RawHeader& h) {
         append_le(out, h.pending);
         append_le(out, h.host_bytes.value_or(static_cast<uint32_t>(h.host_data.size())));
     }
+    if (h.version >= 4) {
+        append_le(out, h.state_elems[0]);
+        append_le(out, h.state_elems[1]);
+    }
     return out;
 }
 
@@ -81,7 +87,8 @@ size_t row_bytes(const RawHeader& h) {
 }
 
 // A complete file: header, tokens 1..n_past, logits 0.5 * i, rows of byte
-// value (layer * 2 + which) * 16 + pos, then the checksum.
+// value (layer * 2 + which) * 16 + pos, the states (value k of layer l:
+// l * 100 + k, state 0 then 1), then the checksum.
 std::string file_bytes(const RawHeader& h) {
     std::string out = header_bytes(h);
     for (uint32_t i = 0; i < h.n_past; ++i) append_le<int32_t>(out, static_cast<int32_t>(i + 1));
@@ -96,6 +103,16 @@ std::string file_bytes(const RawHeader& h) {
         for (uint32_t which = 0; which < 2; ++which)
             for (uint32_t pos = 0; pos < h.n_past; ++pos)
                 out.append(row_bytes(h), static_cast<char>((l * 2 + which) * 16 + pos));
+    if (h.version >= 4) {
+        for (uint32_t l = 0; l < h.n_layer; ++l) {
+            for (uint64_t k = 0; k < h.state_elems[0] + h.state_elems[1]; ++k) {
+                const float f = static_cast<float>(l * 100 + k);
+                uint32_t bits = 0;
+                std::memcpy(&bits, &f, 4);
+                append_le(out, bits);
+            }
+        }
+    }
     append_le<uint64_t>(out, XXH3_64bits(out.data(), out.size()));
     return out;
 }
@@ -253,10 +270,10 @@ TEST_F(SessionFileTest, SizesLargerThanTheFileAreRefusedBeforeAllocation) {
     h.n_ctx = 1u << 24;
     h.n_past = 1u << 24;
     const std::string bytes = header_bytes(h) + std::string(16, '\0');
-    const uint64_t asked = 72 + 8 + 4ull * h.n_past + 4ull * 10 + 2ull * 2 * h.n_past * 8;
+    const uint64_t asked = 88 + 8 + 4ull * h.n_past + 4ull * 10 + 2ull * 2 * h.n_past * 8;
     expect_refused(
         bytes, DWELL_ERR_CORRUPT,
-        "the file is truncated (88 bytes; its header asks for " + std::to_string(asked) + ")");
+        "the file is truncated (104 bytes; its header asks for " + std::to_string(asked) + ")");
 }
 
 TEST_F(SessionFileTest, TrailingBytesAreRefused) {
@@ -276,7 +293,7 @@ TEST_F(SessionFileTest, DamageFailsTheChecksum) {
 
 TEST_F(SessionFileTest, TokenOutsideTheVocabularyIsRefused) {
     std::string bytes = file_bytes(RawHeader{});
-    bytes[72] = 10;  // the first token id becomes n_vocab
+    bytes[88] = 10;  // the first token id becomes n_vocab
     expect_refused(bytes, DWELL_ERR_CORRUPT, "token id 10 is outside the vocabulary (0..9)");
 }
 
@@ -285,10 +302,10 @@ TEST_F(SessionFileTest, BadMagicAndVersion) {
     h.magic = "DWELLSEX";
     expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "bad magic");
     h = RawHeader{};
-    h.version = 4;
-    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "version 4, this dwell reads 1 to 3");
+    h.version = 5;
+    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "version 5, this dwell reads 1 to 4");
     h.version = 0;
-    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "version 0, this dwell reads 1 to 3");
+    expect_refused(file_bytes(h), DWELL_ERR_CORRUPT, "version 0, this dwell reads 1 to 4");
 }
 
 // Version 1 differs only in FP8 keys (plain codes then, offset keys now):
@@ -372,12 +389,110 @@ TEST_F(SessionFileTest, PendingTokenAndHostDataRoundTrip) {
     EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), file_bytes(raw));
     dwell::SessionFileReader r(p, kModel);
     EXPECT_EQ(r.header().pending_token, 7);
-    EXPECT_EQ(r.header().version, 3u);
+    EXPECT_EQ(r.header().version, 4u);
     (void)r.read_tokens();
     (void)r.read_logits();
     EXPECT_EQ(r.read_host_data(), host);
     std::vector<uint8_t> row(8);
     for (int i = 0; i < 2 * 2 * 3; ++i) r.read_row(row);
+    r.finish();
+}
+
+// A hybrid model (ABI 1.6): 3 + 2 state values per layer.
+dwell::SessionFileModel hybrid_model() {
+    dwell::SessionFileModel m = kModel;
+    m.state_elems[0] = 3;
+    m.state_elems[1] = 2;
+    return m;
+}
+
+TEST_F(SessionFileTest, RecurrentStatesFollowTheKvRows) {
+    RawHeader h;
+    h.state_elems[0] = 3;
+    h.state_elems[1] = 2;
+    const fs::path p = write(file_bytes(h));
+    dwell::SessionFileReader r(p, hybrid_model());
+    EXPECT_EQ(r.read_tokens(), (std::vector<int32_t>{1, 2, 3}));
+    (void)r.read_logits();
+    (void)r.read_host_data();
+    std::vector<uint8_t> row(r.header().row_bytes);
+    for (int i = 0; i < 2 * 2 * 3; ++i) r.read_row(row);
+    std::vector<float> states(2 * 5);
+    r.read_states(states);
+    EXPECT_EQ(states, (std::vector<float>{0, 1, 2, 3, 4, 100, 101, 102, 103, 104}));
+    r.finish();
+
+    // The writer lays out the same bytes.
+    const fs::path w = dir_ / "w.dwses";
+    {
+        dwell::SessionFileHeader wh;
+        wh.kv_dtype = DWELL_F16;
+        wh.n_ctx = 16;
+        wh.n_past = 3;
+        wh.n_logits = 10;
+        dwell::SessionFileWriter out(w, hybrid_model(), wh);
+        const int32_t tokens[] = {1, 2, 3};
+        out.write(tokens, sizeof tokens);
+        for (int i = 0; i < 10; ++i) {
+            const float f = 0.5f * static_cast<float>(i);
+            out.write(&f, 4);
+        }
+        for (int l = 0; l < 2; ++l)
+            for (int which = 0; which < 2; ++which)
+                for (int pos = 0; pos < 3; ++pos) {
+                    const std::string bytes(8, static_cast<char>((l * 2 + which) * 16 + pos));
+                    out.write(bytes.data(), bytes.size());
+                }
+        out.write(states.data(), states.size() * sizeof(float));
+        out.finish();
+    }
+    std::ifstream in(w, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), file_bytes(h));
+}
+
+// A state of other sizes, none where the model has one, or one where it
+// has none: refused in one line, before anything is read.
+TEST_F(SessionFileTest, RecurrentStatesThatDisagreeWithTheModelAreRefused) {
+    RawHeader h;
+    h.state_elems[0] = 3;
+    h.state_elems[1] = 1;
+    const auto refused = [&](const std::string& bytes, const dwell::SessionFileModel& model,
+                             const std::string& phrase) {
+        const fs::path p = write(bytes);
+        try {
+            dwell::SessionFileReader r(p, model);
+            ADD_FAILURE() << "accepted; expected: " << phrase;
+        } catch (const dwell::Error& e) {
+            const std::string msg = e.what();
+            EXPECT_EQ(e.status(), DWELL_ERR_INVALID_ARGUMENT) << msg;
+            EXPECT_EQ(msg.rfind(p.string() + ": ", 0), 0u) << msg;
+            EXPECT_NE(msg.find(phrase), std::string::npos) << msg << "\nexpected: " << phrase;
+            EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+        }
+    };
+    refused(file_bytes(h), hybrid_model(),
+            "the session's recurrent state (3 and 1 values per layer) does not match model.gguf "
+            "(3 and 2 values per layer): run the conversation's prompt again");
+    refused(file_bytes(h), kModel, "does not match model.gguf (0 and 0 values per layer)");
+    h.state_elems[1] = 2;
+    h.version = 3;
+    refused(file_bytes(h), hybrid_model(),
+            "a version 3 session file, from before dwell saved the recurrent state that "
+            "model.gguf has (3 and 2 values per layer): run the conversation's prompt again");
+}
+
+// Version 3 files have no state: a model without one still restores them.
+TEST_F(SessionFileTest, VersionThreeIsReadForModelsWithoutState) {
+    RawHeader h;
+    h.version = 3;
+    dwell::SessionFileReader r(write(file_bytes(h)), kModel);
+    EXPECT_EQ(r.header().version, 3u);
+    EXPECT_EQ(r.read_tokens(), (std::vector<int32_t>{1, 2, 3}));
+    (void)r.read_logits();
+    (void)r.read_host_data();
+    std::vector<uint8_t> row(r.header().row_bytes);
+    for (int i = 0; i < 2 * 2 * 3; ++i) r.read_row(row);
+    r.read_states({});
     r.finish();
 }
 

@@ -20,7 +20,9 @@
  * offer_attention = "1" makes supports_op accept ATTENTION too, which
  * graph_compute then refuses (the host reruns it on the next backend): for
  * tests of where the scheduler places attention; offer_rope = "1" the same
- * for ROPE.
+ * for ROPE. offer_short_conv = "1" accepts SHORT_CONV (ABI 1.6), and
+ * graph_compute then scribbles over its state and fails: the host must put
+ * the state back before it reruns the node elsewhere.
  *
  * Built twice: as "partial" against this SDK, and as "partial13" reporting
  * ABI 1.3 (PARTIAL_ABI_MINOR), from before the FP8 key encoding. */
@@ -54,6 +56,7 @@ struct dwell_backend_context {
     long delay_ms;
     long offer_attention;
     long offer_rope;
+    long offer_short_conv;
 };
 
 enum { kOverrunFloats = 16 };
@@ -121,6 +124,7 @@ static dwell_status context_create(void* self, uint32_t device, const dwell_opti
         if (strcmp(k, "delay_ms") == 0) (*out)->delay_ms = v;
         if (strcmp(k, "offer_attention") == 0) (*out)->offer_attention = v;
         if (strcmp(k, "offer_rope") == 0) (*out)->offer_rope = v;
+        if (strcmp(k, "offer_short_conv") == 0) (*out)->offer_short_conv = v;
     }
     return DWELL_OK;
 }
@@ -145,6 +149,7 @@ static int32_t supports_op(dwell_backend_context* ctx, const dwell_graph* g, int
     if (!n) return 0;
     if (n->op == DWELL_OP_ATTENTION && ctx->offer_attention) return 1;
     if (n->op == DWELL_OP_ROPE && ctx->offer_rope) return 1;
+    if (n->op == DWELL_OP_SHORT_CONV && ctx->offer_short_conv) return 1;
     if (n->op != DWELL_OP_ADD || n->n_inputs != 2) {
         snprintf(ctx->error, sizeof ctx->error, "only add is supported here");
         return 0;
@@ -166,6 +171,15 @@ static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph*
     }
     for (size_t i = 0; i < n_ids; ++i) {
         const dwell_op op = dwell_graph_node(g, ids[i])->op;
+        if (op == DWELL_OP_SHORT_CONV) {
+            /* A device that failed halfway through: the state is half
+             * advanced (here: garbage) when the error comes back. */
+            const dwell_node* n = dwell_graph_node(g, ids[i]);
+            const dwell_tensor* st = dwell_graph_tensor(g, n->inputs[2]);
+            for (int64_t j = 0; j < dwell_tensor_nelements(st); ++j) ((float*)st->data)[j] = 1e3f;
+            snprintf(ctx->error, sizeof ctx->error, "short_conv failed halfway (injected)");
+            return DWELL_ERR_INTERNAL;
+        }
         if (op == DWELL_OP_ATTENTION || op == DWELL_OP_ROPE) {
             snprintf(ctx->error, sizeof ctx->error,
                      "attention and rope are offered, never computed");

@@ -117,4 +117,8 @@ void run_moe_combine(const NodeArgs& a, ThreadPool& pool);
 OpVerdict check_cpy(const NodeArgs& a);
 void run_cpy(const NodeArgs& a, ThreadPool& pool);
 
+// SHORT_CONV (ABI 1.6): writes its state, in2, besides the output.
+OpVerdict check_short_conv(const NodeArgs& a);
+void run_short_conv(const NodeArgs& a, ThreadPool& pool);
+
 }  // namespace dwell::cpu

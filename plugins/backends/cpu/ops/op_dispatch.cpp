@@ -67,6 +67,8 @@ constexpr KernelEntry kernel_for(int32_t op) {
             return {1, check_cpy, run_cpy, false};
         case DWELL_OP_SOFTCAP:
             return {1, check_softcap, run_softcap, true};
+        case DWELL_OP_SHORT_CONV:
+            return {3, check_short_conv, run_short_conv, false};
         default:
             return {};
     }
@@ -140,14 +142,16 @@ OpVerdict check_layout(const dwell_tensor& t, std::string_view role, bool need_d
     return std::nullopt;
 }
 
-// Calls f(id) for each tensor the node writes: its output and ATTENTION's
-// cache inputs (graph.h). Safe on unchecked nodes: ids are range-checked.
+// Calls f(id) for each tensor the node writes: its output, ATTENTION's
+// cache inputs and SHORT_CONV's state (graph.h). Safe on unchecked nodes:
+// ids are range-checked.
 template <typename F>
 void for_each_written(const dwell_graph* graph, const dwell_node& node, F&& f) {
     auto visit = [&](int32_t id) {
         if (id >= 0 && id < graph->n_tensors) f(id);
     };
     visit(node.output);
+    if (raw_enum(&node.op) == DWELL_OP_SHORT_CONV && node.n_inputs >= 3) visit(node.inputs[2]);
     if (raw_enum(&node.op) != DWELL_OP_ATTENTION || node.n_inputs < 5) return;
     visit(node.inputs[3]);
     const dwell_tensor* in4 = dwell_graph_tensor(graph, node.inputs[4]);

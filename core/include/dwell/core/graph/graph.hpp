@@ -18,6 +18,7 @@ enum class TensorRole : uint8_t {
     Input,       // filled by the host each step (tokens, positions, ...)
     Weight,      // model weights, bound to the model file's data
     Cache,       // KV cache, persists across steps
+    State,       // a layer's carried recurrent state (ABI 1.6), persists, written in place
     Activation,  // produced by a node, lives in the step's arena
     View,        // another shape of an existing tensor's data
 };

@@ -23,8 +23,11 @@ public:
     // Each lookup returns nullptr when the tensor does not exist.
     using WeightLookup = std::function<const dwell_tensor*(std::string_view name)>;
     using CacheLookup = std::function<const dwell_tensor*(int32_t layer, int32_t which)>;
+    // A layer's carried state `which` (ABI 1.6): an F32 vector of the
+    // model's state_elems[which] values, or nullptr when it has none.
+    using StateLookup = std::function<const dwell_tensor*(int32_t layer, int32_t which)>;
 
-    GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup caches);
+    GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup caches, StateLookup states = {});
     // The C table's self pointer is this object: it must not move or copy.
     GraphBuilder(const GraphBuilder&) = delete;
     GraphBuilder& operator=(const GraphBuilder&) = delete;
@@ -38,6 +41,9 @@ public:
     // Rows [first, first + n) of a 2-D weight, a view of its data; -1 when absent.
     int32_t weight_rows(std::string_view name, int64_t first, int64_t n);
     int32_t kv_cache(int32_t layer, int32_t which);
+    // The layer's carried state `which` as an F32 tensor of shape `ne`, whose
+    // element count must be the state's.
+    int32_t recurrent_state(int32_t layer, int32_t which, std::span<const int64_t> ne);
     int32_t op(dwell_op op, std::span<const int32_t> inputs, std::span<const int32_t> iparams = {},
                std::span<const float> fparams = {});
     int32_t reshape(int32_t tensor, std::span<const int64_t> ne);
@@ -55,6 +61,7 @@ private:
     Graph& graph_;
     WeightLookup weights_;
     CacheLookup caches_;
+    StateLookup states_;
     int32_t layer_ = -1;
     std::string last_error_;
     dwell_graph_builder c_{};

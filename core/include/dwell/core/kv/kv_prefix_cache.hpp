@@ -6,7 +6,10 @@
 // An entry is one logical page: the rows_per_page tokens it holds, the key
 // of the entry before it (so a key names the whole prefix), its page ids
 // for every layer, and, when its last token ended a prompt, the logits
-// after that token (so an identical prompt needs no compute at all). The
+// after that token (so an identical prompt needs no compute at all), and,
+// for a hybrid model, the carried recurrent state after its last token
+// when the publishing session had it there (a batch ended at the page's
+// end): a hybrid session adopts pages only up to one that has it. The
 // cache holds one reference on each page; entries whose pages nobody else
 // holds are dropped least recently used first when the page pool runs
 // short or the cache grows past its limit.
@@ -47,13 +50,15 @@ public:
         uint64_t key = 0;
         std::vector<int32_t> page_ids;  // retained for the caller: adopt or release them
         std::vector<float> logits;      // empty unless the page ended a prompt
+        std::vector<float> state;       // the recurrent state after the page, or empty
     };
     // The page that follows `parent` with exactly `tokens`, if cached.
     std::optional<Hit> find(uint64_t parent, std::span<const int32_t> tokens);
     // Publishes a computed page (retains its pages). Keeps an existing
-    // entry's pages; adds logits to it if it had none.
+    // entry's pages; adds logits and state to it if it had none.
     void insert(uint64_t model_id, uint64_t parent, std::span<const int32_t> tokens,
-                std::span<const int32_t> page_ids, std::span<const float> logits);
+                std::span<const int32_t> page_ids, std::span<const float> logits,
+                std::span<const float> state = {});
     // Drops least recently used entries that only the cache holds until
     // `pages` pages were freed or none is left; returns the pages freed.
     int64_t reclaim(int64_t pages);
@@ -70,6 +75,7 @@ private:
         std::vector<int32_t> tokens;
         std::vector<int32_t> page_ids;
         std::vector<float> logits;
+        std::vector<float> state;
         std::list<uint64_t>::iterator lru;  // position in lru_ (front: most recent)
     };
     void drop(std::unordered_map<uint64_t, Entry>::iterator it);  // caller locks

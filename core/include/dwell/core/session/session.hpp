@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -25,6 +26,7 @@
 #include "dwell/core/base/export.hpp"
 #include "dwell/core/kv/context_shift.hpp"
 #include "dwell/core/kv/kv_cache.hpp"
+#include "dwell/core/kv/recurrent_state.hpp"
 #include "dwell/core/memory/memory_pool.hpp"
 #include "dwell/core/scheduler/scheduler.hpp"
 #include "dwell/model.h"
@@ -141,6 +143,8 @@ public:
     const std::vector<int32_t>& tokens() const { return tokens_; }
     const Model& model() const { return *model_; }
     const KvCache& kv_cache() const { return kv_; }
+    // The carried state of a hybrid model (empty for other models).
+    const RecurrentState& recurrent_state() const { return state_; }
     // The logits of the last token decoded (empty before the first decode).
     std::span<const float> last_logits() const;
     // The placement of the first step, for the log and `dwell run -v`.
@@ -172,6 +176,7 @@ private:
     // looked up yet.
     std::optional<std::vector<std::optional<KeyRope>>> key_rope_;
     KvCache kv_;
+    RecurrentState state_;
     Scheduler scheduler_;
     PoolBuffer arena_;
     int32_t n_past_ = 0;
@@ -180,6 +185,9 @@ private:
     bool prefix_cache_ = true;
     int64_t n_cached_ = 0;
     std::vector<uint64_t> page_keys_;  // prefix-cache key after each full page offered
+    // Hybrid models: the recurrent state at each page boundary where a batch
+    // ended since the last publish_pages() (by n_past there).
+    std::map<int32_t, std::vector<float>> boundary_states_;
     std::vector<float> logits_;
     std::string placement_summary_;
     std::atomic<bool> cancelled_{false};

@@ -4,16 +4,19 @@
 // whole header is checked against the model, and the file's size against
 // the header, before the caller allocates anything for it.
 //
-// Little-endian, version 3:
+// Little-endian, version 4:
 //   char[8] "DWELLSES", u32 version, u32 KV dtype (dwell_dtype), u32 n_layer,
 //   u32 n_ctx, u64 kv_width, u64 n_vocab, u64 weight bytes, u32 n_past,
 //   u32 n_logits (0 or n_vocab), u64 weights fingerprint, i32 pending token
-//   (-1: none), u32 host data bytes,
+//   (-1: none), u32 host data bytes, u64 state_elems[2],
 //   i32 tokens[n_past], f32 logits[n_logits], u8 host data[host data bytes],
 //   per layer: its K rows [0, n_past), then its V rows,
+//   per layer: f32 recurrent state 0 [state_elems[0]], then state 1,
 //   u64 XXH3-64 of every byte before it.
-// Versions 1 and 2 end the header at n_logits and have no host data; they
-// are read without the fingerprint check (version 1 unless its keys are FP8).
+// Version 3 ends the header at the host data bytes and has no recurrent
+// state: it is read for models without one. Versions 1 and 2 end the
+// header at n_logits and have no host data; they are read without the
+// fingerprint check (version 1 unless its keys are FP8).
 //
 // Thread-safety: a reader or writer is used by one thread.
 #pragma once
@@ -39,6 +42,8 @@ struct SessionFileModel {
     // (session_weights_fingerprint): tells apart a fine-tune of one shape.
     uint64_t fingerprint = 0;
     std::string source;  // the model file, for messages
+    // F32 values per layer of the carried states 0 and 1 (hybrid models).
+    int64_t state_elems[2] = {0, 0};
 };
 
 // The conversation's sizes, as the header records them.
@@ -76,7 +81,8 @@ public:
     SessionFileWriter(const SessionFileWriter&) = delete;
     SessionFileWriter& operator=(const SessionFileWriter&) = delete;
 
-    // In file order: the tokens, the logits, the host data, then every KV row.
+    // In file order: the tokens, the logits, the host data, every KV row,
+    // then every layer's recurrent states.
     void write(const void* data, size_t bytes);
     void finish();
 
@@ -89,7 +95,8 @@ class SessionFileReader {
 public:
     // Opens `path` and checks its header: magic and version, the model
     // (DWELL_ERR_INVALID_ARGUMENT for a file of another model, or of other
-    // weights of the same shape when the file has a fingerprint), the KV type,
+    // weights of the same shape when the file has a fingerprint, or of
+    // other recurrent state sizes or none where the model has some), the KV type,
     // the sizes, and that the file is exactly as long as they say
     // (DWELL_ERR_CORRUPT otherwise). Nothing sized by the file is allocated.
     SessionFileReader(const std::filesystem::path& path, const SessionFileModel& model);
@@ -104,6 +111,10 @@ public:
     std::vector<float> read_logits();
     std::string read_host_data();
     void read_row(std::span<uint8_t> row);  // row.size() == header().row_bytes
+    // All layers' states (model.state_elems), as RecurrentState::all() holds
+    // them; nothing for a file without (the header check refused one that
+    // lacks a state the model has).
+    void read_states(std::span<float> values);
     // Checks the checksum and that nothing follows it.
     void finish();
 

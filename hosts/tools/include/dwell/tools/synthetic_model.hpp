@@ -7,7 +7,10 @@
 // layout; every fourth layer has no RoPE), llama3 (GGUF architecture "llama"
 // with Llama 3's RoPE frequency factors in rope_freqs.weight) and phi3
 // (fused attn_qkv and gate/up ffn_up, partial rotary, LongRoPE short and
-// long factors with an attention factor). The vocabulary is either taken
+// long factors with an attention factor), lfm2 (hybrid: every third layer,
+// 2, 5, ..., is a QK-norm attention layer, the others gated short
+// convolutions over conv_l_cache taps; head_count_kv is the per-layer array
+// with 0 for those, and the final norm is token_embd_norm). The vocabulary is either taken
 // from a sentencepiece .model file or generated: for qwen2, qwen3 and
 // qwen3moe a byte-level BPE one (synthetic_bpe_vocab.hpp, pre-tokenizer
 // "qwen2"); otherwise control
@@ -41,11 +44,12 @@ enum class SyntheticFamily {
     gemma2,
     gemma3,
     llama3,
-    phi3
+    phi3,
+    lfm2
 };
 
 // "llama", "qwen2", "gemma", "mixtral", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3",
-// "llama3", "phi3".
+// "llama3", "phi3", "lfm2".
 const char* synthetic_family_name(SyntheticFamily f);
 // Throws dwell::Error naming the accepted names for an unknown one.
 SyntheticFamily parse_synthetic_family(std::string_view name);
@@ -86,6 +90,10 @@ struct SyntheticModelSpec {
     float rope_freq_base_swa = 0.0f;
     float attn_softcap = 0.0f;
     float final_softcap = 0.0f;
+    // lfm2: the convolution's taps (shortconv.l_cache, 2..16) and their
+    // standard deviation (0: 0.5, so the convolution layers matter).
+    int64_t conv_l_cache = 3;
+    float conv_std = 0.0f;
     uint64_t alignment = 32;  // general.alignment: tensor data offsets
     uint64_t seed = 1;
     std::optional<std::filesystem::path> vocab_model;  // a sentencepiece .model
