@@ -662,10 +662,12 @@ int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs,
                      ") must be a finite number " + (op == DWELL_OP_SOFTCAP ? "> 0" : ">= 0"));
     }
     // The delta rule's output scale and L2 epsilon (graph.h).
+    const bool l2 = !iparams.empty() && iparams[0] == 1;
     if (op == DWELL_OP_GATED_DELTA_NET &&
-        !(std::isfinite(cap(0)) && std::isfinite(cap(1)) && cap(1) >= 0.0f)) {
+        !(std::isfinite(cap(0)) && std::isfinite(cap(1)) && (l2 ? cap(1) > 0.0f : cap(1) >= 0.0f))) {
         fail(op, "the scale (fparams[0] = " + std::to_string(cap(0)) + ") and epsilon (fparams[1] = " +
-                     std::to_string(cap(1)) + ") must be finite, the epsilon >= 0");
+                     std::to_string(cap(1)) + ") must be finite, the epsilon > 0 when q and k are "
+                     "L2-normalised");
     }
     dwell_tensor out = infer(op, inputs, iparams);
     dwell_node node{};

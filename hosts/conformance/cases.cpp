@@ -847,7 +847,7 @@ std::vector<double> ref_gated_delta_net(const std::vector<double>& q, const std:
     const auto l2 = [&](const double* x) {
         double ss = 0;
         for (int64_t i = 0; i < dk; ++i) ss += x[i] * x[i];
-        const double inv = 1 / std::max(std::sqrt(ss), 1e-6);
+        const double inv = 1 / std::sqrt(ss + 1e-6);
         std::vector<double> y(x, x + dk);
         for (double& e : y) e *= inv;
         return y;

@@ -99,8 +99,9 @@
  *                (i, j, h): row j of head h is value dim j; zeros in a fresh
  *                sequence). Hv is a multiple of Hk; value head h reads query
  *                and key head h % Hk. iparams[0] = 1: q and k rows are first
- *                L2-normalised, x / max(|x|, fparams[1]) (0: taken as they
- *                are); fparams[0] = the scale of the output. For each token t
+ *                L2-normalised, x / sqrt(sum x^2 + fparams[1]) with
+ *                fparams[1] > 0 (0: taken as they are); fparams[0] = the
+ *                scale of the output. For each token t
  *                in order and head h, with q, k, v its rows:
  *                  S_h *= exp(g[t][h]);
  *                  d[j] = beta[t][h] * (v[j] - sum_i S_h[j][i] k[i]);

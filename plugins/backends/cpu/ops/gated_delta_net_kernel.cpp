@@ -23,11 +23,11 @@ float dot(const float* a, const float* b, int64_t n) {
     return s;
 }
 
-// x / max(|x|, eps), into out.
+// x / sqrt(sum x^2 + eps), into out (graph.h).
 void l2_normalised(const float* x, int64_t n, float eps, float* out) {
-    double ss = 0.0;  // a double sum, as the reference's L2 norm keeps
+    double ss = 0.0;  // a double sum, as the reference's RMS norm keeps
     for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-    const float inv = 1.0f / std::max(std::sqrt(static_cast<float>(ss)), eps);
+    const float inv = 1.0f / std::sqrt(static_cast<float>(ss + eps));
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
 }
 
@@ -58,8 +58,8 @@ OpVerdict check_gated_delta_net(const NodeArgs& a) {
     const int32_t l2 = a.node->iparams[0];
     if (l2 != 0 && l2 != 1) return invalid("iparams[0] must be 0 or 1");
     const float scale = a.node->fparams[0], eps = a.node->fparams[1];
-    if (!std::isfinite(scale) || !std::isfinite(eps) || eps < 0.0f)
-        return invalid("the scale and epsilon must be finite, the epsilon >= 0");
+    if (!std::isfinite(scale) || !std::isfinite(eps) || eps < 0.0f || (l2 == 1 && eps == 0.0f))
+        return invalid("the scale and epsilon must be finite, the epsilon > 0 with L2 (>= 0 without)");
     // The state is written while the others are read: no shared memory.
     for (int i = 0; i < 5; ++i)
         if (st.data != nullptr && a.input(i).data == st.data)

@@ -34,7 +34,7 @@ Result reference(const Shape& s, int64_t T, const std::vector<float>& q,
         if (!l2) return y;
         double ss = 0;
         for (double e : y) ss += e * e;
-        const double inv = 1.0 / std::max(std::sqrt(ss), eps);
+        const double inv = 1.0 / std::sqrt(ss + eps);
         for (double& e : y) e *= inv;
         return y;
     };
@@ -154,7 +154,7 @@ TEST(GatedDeltaNet, StepsAndBatchesCarryTheStateLikeOneBatch) {
     expect_near_all(state, want.state, 2e-5);
 }
 
-// The L2 epsilon bounds the normalisation of an all-zero key: no NaN.
+// The L2 epsilon keeps the normalisation of an all-zero key finite.
 TEST(GatedDeltaNet, ZeroKeyStaysFinite) {
     const Shape s{4, 1, 4, 1};
     Inputs in = random_inputs(s, 1, 5);
@@ -179,6 +179,19 @@ TEST(GatedDeltaNet, RefusesMismatchedShapes) {
     const auto p = g.check(0);
     ASSERT_TRUE(p);
     EXPECT_NE(p->message.find("multiple"), std::string::npos) << p->message;
+}
+
+TEST(GatedDeltaNet, RefusesAZeroEpsilonWithL2) {
+    TestGraph g;
+    const int q = g.tensor(DWELL_F32, {8, 1, 2});
+    const int k = g.tensor(DWELL_F32, {8, 1, 2});
+    const int v = g.tensor(DWELL_F32, {8, 1, 2});
+    const int gt = g.tensor(DWELL_F32, {1, 2});
+    const int bt = g.tensor(DWELL_F32, {1, 2});
+    const int st = g.tensor(DWELL_F32, {8, 8, 1});
+    const int y = g.tensor(DWELL_F32, {8, 1, 2});
+    g.node(DWELL_OP_GATED_DELTA_NET, y, {q, k, v, gt, bt, st}, {1}, {1.0f, 0.0f});
+    EXPECT_TRUE(g.check(0));
 }
 
 // SIGMOID and SOFTPLUS elementwise against double, SOFTPLUS's large
