@@ -571,8 +571,8 @@ dwell_tensor GraphBuilder::OpCheck::slice() const {
 // layer's own state [Dk, Dv, Hv], which the op writes in place.
 dwell_tensor GraphBuilder::OpCheck::gated_delta_net() const {
     need(6);
-    const char* names[6] = {"q (in0)", "k (in1)", "v (in2)", "g (in3)", "beta (in4)",
-                            "the state (in5)"};
+    const char* names[6] = {"q (in0)", "k (in1)",    "v (in2)",
+                            "g (in3)", "beta (in4)", "the state (in5)"};
     for (size_t i = 0; i < 6; ++i) f32(input(i, "gated_delta_net"), names[i]);
     const auto& q = input(0, "gated_delta_net");
     const auto& k = input(1, "gated_delta_net");
@@ -663,10 +663,11 @@ int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs,
     }
     // The delta rule's output scale and L2 epsilon (graph.h).
     const bool l2 = !iparams.empty() && iparams[0] == 1;
-    if (op == DWELL_OP_GATED_DELTA_NET &&
-        !(std::isfinite(cap(0)) && std::isfinite(cap(1)) && (l2 ? cap(1) > 0.0f : cap(1) >= 0.0f))) {
-        fail(op, "the scale (fparams[0] = " + std::to_string(cap(0)) + ") and epsilon (fparams[1] = " +
-                     std::to_string(cap(1)) + ") must be finite, the epsilon > 0 when q and k are "
+    if (op == DWELL_OP_GATED_DELTA_NET && !(std::isfinite(cap(0)) && std::isfinite(cap(1)) &&
+                                            (l2 ? cap(1) > 0.0f : cap(1) >= 0.0f))) {
+        fail(op, "the scale (fparams[0] = " + std::to_string(cap(0)) +
+                     ") and epsilon (fparams[1] = " + std::to_string(cap(1)) +
+                     ") must be finite, the epsilon > 0 when q and k are "
                      "L2-normalised");
     }
     dwell_tensor out = infer(op, inputs, iparams);

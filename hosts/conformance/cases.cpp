@@ -892,30 +892,30 @@ void add_gated_delta_net_cases(std::vector<Case>& cases) {
         {"gated_delta_net_two_batches", 3, 2},
     };
     for (const Shape& sh : shapes) {
-        Case c{sh.name,
-               [sh](OpTestGraph& g) {
-                   const int64_t dk = 16, hk = 2, dv = 16, hv = 4, T = sh.T;
-                   const auto make = [&](std::vector<int64_t> ne, uint32_t seed, float lo,
-                                         float hi) {
-                       int64_t n = 1;
-                       for (int64_t e : ne) n *= e;
-                       const int id = g.tensor(DWELL_F32, std::move(ne));
-                       const auto vals = random_floats(static_cast<size_t>(n), seed, lo, hi);
-                       g.set(id, vals);
-                       return std::pair{id, to_double(vals)};
-                   };
-                   const auto [q, qv] = make({dk, hk, T}, 50, -1.5f, 1.5f);
-                   const auto [k, kv] = make({dk, hk, T}, 51, -1.5f, 1.5f);
-                   const auto [v, vv] = make({dv, hv, T}, 52, -2, 2);
-                   const auto [gt, gv] = make({hv, T}, 53, -2, 0);
-                   const auto [bt, bv] = make({hv, T}, 54, 0, 1);
-                   const auto [st, sv] = make({dk, dv, hv}, 55, -0.5f, 0.5f);
-                   const int out = g.tensor(DWELL_F32, {dv, hv, T});
-                   g.node(DWELL_OP_GATED_DELTA_NET, out, {q, k, v, gt, bt, st}, {1}, {0.25f, 1e-6f});
-                   return ref_gated_delta_net(qv, kv, vv, gv, bv, sv, dk, hk, dv, hv, T, 0.25,
-                                              sh.calls);
-               },
-               1e-5};
+        Case c{
+            sh.name,
+            [sh](OpTestGraph& g) {
+                const int64_t dk = 16, hk = 2, dv = 16, hv = 4, T = sh.T;
+                const auto make = [&](std::vector<int64_t> ne, uint32_t seed, float lo, float hi) {
+                    int64_t n = 1;
+                    for (int64_t e : ne) n *= e;
+                    const int id = g.tensor(DWELL_F32, std::move(ne));
+                    const auto vals = random_floats(static_cast<size_t>(n), seed, lo, hi);
+                    g.set(id, vals);
+                    return std::pair{id, to_double(vals)};
+                };
+                const auto [q, qv] = make({dk, hk, T}, 50, -1.5f, 1.5f);
+                const auto [k, kv] = make({dk, hk, T}, 51, -1.5f, 1.5f);
+                const auto [v, vv] = make({dv, hv, T}, 52, -2, 2);
+                const auto [gt, gv] = make({hv, T}, 53, -2, 0);
+                const auto [bt, bv] = make({hv, T}, 54, 0, 1);
+                const auto [st, sv] = make({dk, dv, hv}, 55, -0.5f, 0.5f);
+                const int out = g.tensor(DWELL_F32, {dv, hv, T});
+                g.node(DWELL_OP_GATED_DELTA_NET, out, {q, k, v, gt, bt, st}, {1}, {0.25f, 1e-6f});
+                return ref_gated_delta_net(qv, kv, vv, gv, bv, sv, dk, hk, dv, hv, T, 0.25,
+                                           sh.calls);
+            },
+            1e-5};
         c.calls = sh.calls;
         c.written_input = 5;
         cases.push_back(std::move(c));

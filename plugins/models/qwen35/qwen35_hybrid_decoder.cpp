@@ -38,9 +38,9 @@ Qwen35HParams read_qwen35_hparams(const kit::MetadataReader& m) {
     h.n_k_heads = m.require_int(key("ssm.group_count"), 1, 1024);
     h.n_v_heads = m.require_int(key("ssm.time_step_rank"), 1, 4096);
     if (h.n_v_heads % h.n_k_heads != 0)
-        throw bad("metadata key " + key("ssm.time_step_rank") + " (" +
-                  std::to_string(h.n_v_heads) + " value heads) must be a multiple of " +
-                  key("ssm.group_count") + " (" + std::to_string(h.n_k_heads) + " key heads)");
+        throw bad("metadata key " + key("ssm.time_step_rank") + " (" + std::to_string(h.n_v_heads) +
+                  " value heads) must be a multiple of " + key("ssm.group_count") + " (" +
+                  std::to_string(h.n_k_heads) + " key heads)");
     const int64_t d_inner = m.require_int(key("ssm.inner_size"), 1, int64_t{1} << 20);
     if (d_inner != h.value_dim())
         throw bad("metadata key " + key("ssm.inner_size") + " (" + std::to_string(d_inner) +
@@ -68,8 +68,8 @@ Qwen35HParams read_qwen35_hparams(const kit::MetadataReader& m) {
         const bool linear = m.tensor(layer_tensor(l, "ssm_conv1d")).has_value();
         const bool attention = m.tensor(layer_tensor(l, "attn_q")).has_value();
         if (linear == attention)
-            throw bad("layer " + std::to_string(l) + " has " + (linear ? "both" : "neither") +
-                      " " + layer_tensor(l, "ssm_conv1d") + (linear ? " and " : " nor ") +
+            throw bad("layer " + std::to_string(l) + " has " + (linear ? "both" : "neither") + " " +
+                      layer_tensor(l, "ssm_conv1d") + (linear ? " and " : " nor ") +
                       layer_tensor(l, "attn_q") + "; a qwen35 layer is one or the other");
         if (interval > 0 && !listed && linear == ((l + 1) % interval == 0))
             throw bad("layer " + std::to_string(l) + " is " +
@@ -79,14 +79,14 @@ Qwen35HParams read_qwen35_hparams(const kit::MetadataReader& m) {
         h.linear_layer[static_cast<size_t>(l)] = linear;
         if (!linear) continue;
         for (const char* t : {"ssm_conv1d", "ssm_norm", "ssm_a"}) {
-            const std::string name = std::string(t) == "ssm_a" ? "blk." + std::to_string(l) + ".ssm_a"
-                                                                : layer_tensor(l, t);
+            const std::string name = std::string(t) == "ssm_a"
+                                         ? "blk." + std::to_string(l) + ".ssm_a"
+                                         : layer_tensor(l, t);
             const auto info = m.tensor(name);
-            if (info && info->dtype != DWELL_F32 && (t != std::string("ssm_conv1d") ||
-                                                     info->dtype != DWELL_F16))
+            if (info && info->dtype != DWELL_F32 &&
+                (t != std::string("ssm_conv1d") || info->dtype != DWELL_F16))
                 throw bad("tensor " + name + " is " + dwell_dtype_name(info->dtype) +
-                          "; it must be F32" +
-                          (t == std::string("ssm_conv1d") ? " or F16" : ""));
+                          "; it must be F32" + (t == std::string("ssm_conv1d") ? " or F16" : ""));
         }
     }
     return h;
@@ -148,15 +148,16 @@ int32_t Qwen35HybridDecoder::delta_net_block(const kit::Builder& b, int32_t laye
     const int32_t alpha = b.op(DWELL_OP_MATMUL, {w("ssm_alpha"), x});
     const int32_t dt = b.weight(layer_tensor(layer, "ssm_dt", "bias"));
     const int32_t a = b.weight("blk." + std::to_string(layer) + ".ssm_a");
-    const int32_t g = b.op(DWELL_OP_MUL, {b.op(DWELL_OP_SOFTPLUS, {b.op(DWELL_OP_ADD, {alpha, dt})}), a});
+    const int32_t g =
+        b.op(DWELL_OP_MUL, {b.op(DWELL_OP_SOFTPLUS, {b.op(DWELL_OP_ADD, {alpha, dt})}), a});
 
     const int32_t conv_state = b.recurrent_state(layer, 0, {h_.conv_dim(), h_.d_conv - 1});
-    const int32_t conv = b.op(
-        DWELL_OP_SILU, {b.op(DWELL_OP_SHORT_CONV, {mixed, w("ssm_conv1d"), conv_state})});
+    const int32_t conv =
+        b.op(DWELL_OP_SILU, {b.op(DWELL_OP_SHORT_CONV, {mixed, w("ssm_conv1d"), conv_state})});
     const auto part = [&](int64_t first, int64_t n, int64_t heads) {
-        return b.reshape(b.op(DWELL_OP_SLICE, {conv}, {static_cast<int32_t>(first),
-                                                       static_cast<int32_t>(n)}),
-                         {dk, heads, T});
+        return b.reshape(
+            b.op(DWELL_OP_SLICE, {conv}, {static_cast<int32_t>(first), static_cast<int32_t>(n)}),
+            {dk, heads, T});
     };
     const int32_t q = part(0, key_dim, hk);
     const int32_t k = part(key_dim, key_dim, hk);
@@ -194,10 +195,9 @@ int32_t Qwen35HybridDecoder::attention_block(const kit::Builder& b, int32_t laye
     q = rope(q);
     k = rope(k);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    int32_t attn = b.op(DWELL_OP_ATTENTION,
-                        {q, k, v, b.kv(layer, 0), b.kv(layer, 1), positions}, {}, {scale});
-    attn = b.op(DWELL_OP_MUL,
-                {b.reshape(attn, {h.q_width(), T}), b.op(DWELL_OP_SIGMOID, {gate})});
+    int32_t attn =
+        b.op(DWELL_OP_ATTENTION, {q, k, v, b.kv(layer, 0), b.kv(layer, 1), positions}, {}, {scale});
+    attn = b.op(DWELL_OP_MUL, {b.reshape(attn, {h.q_width(), T}), b.op(DWELL_OP_SIGMOID, {gate})});
     return b.op(DWELL_OP_MATMUL, {w("attn_output"), attn});
 }
 

@@ -26,10 +26,10 @@ namespace dwell::qwen35 {
 
 struct Qwen35HParams {
     model_kit::TransformerHParams base;
-    int64_t d_conv = 0;     // ssm.conv_kernel
-    int64_t head_k = 0;     // ssm.state_size: key (and value) head size
-    int64_t n_k_heads = 0;  // ssm.group_count
-    int64_t n_v_heads = 0;  // ssm.time_step_rank
+    int64_t d_conv = 0;              // ssm.conv_kernel
+    int64_t head_k = 0;              // ssm.state_size: key (and value) head size
+    int64_t n_k_heads = 0;           // ssm.group_count
+    int64_t n_v_heads = 0;           // ssm.time_step_rank
     std::vector<bool> linear_layer;  // per layer: a gated delta-net layer
 
     int64_t key_dim() const { return head_k * n_k_heads; }
@@ -50,8 +50,7 @@ public:
     void build_graph(const model_kit::Builder& b, const dwell_batch& batch) const override;
 
 private:
-    int32_t delta_net_block(const model_kit::Builder& b, int32_t layer, int32_t x,
-                            int64_t T) const;
+    int32_t delta_net_block(const model_kit::Builder& b, int32_t layer, int32_t x, int64_t T) const;
     int32_t attention_block(const model_kit::Builder& b, int32_t layer, int32_t x,
                             int32_t positions, int64_t T) const;
 

@@ -148,8 +148,8 @@ typedef enum dwell_op {
     DWELL_OP_EXPERT_MATMUL = 16,
     DWELL_OP_MOE_COMBINE = 17,
     DWELL_OP_CPY = 18,
-    DWELL_OP_SOFTCAP = 19,    /* ABI 1.5 */
-    DWELL_OP_SHORT_CONV = 20, /* ABI 1.6 */
+    DWELL_OP_SOFTCAP = 19,         /* ABI 1.5 */
+    DWELL_OP_SHORT_CONV = 20,      /* ABI 1.6 */
     DWELL_OP_SIGMOID = 21,         /* ABI 1.7 */
     DWELL_OP_SOFTPLUS = 22,        /* ABI 1.7 */
     DWELL_OP_SLICE = 23,           /* ABI 1.7 */
@@ -212,10 +212,11 @@ static inline const dwell_node* dwell_graph_node(const dwell_graph* g, int32_t i
 
 static inline const char* dwell_op_name(dwell_op op) {
     static const char* const names[DWELL_OP_COUNT] = {
-        "none",       "get_rows", "matmul",        "add",         "mul",  "scale",  "rms_norm",
-        "layer_norm", "rope",     "attention",     "silu",        "gelu", "swiglu", "softmax",
-        "topk",       "gather",   "expert_matmul", "moe_combine", "cpy",  "softcap",
-        "short_conv", "sigmoid",  "softplus",      "slice",       "gated_delta_net"};
+        "none",       "get_rows",      "matmul",      "add",     "mul",
+        "scale",      "rms_norm",      "layer_norm",  "rope",    "attention",
+        "silu",       "gelu",          "swiglu",      "softmax", "topk",
+        "gather",     "expert_matmul", "moe_combine", "cpy",     "softcap",
+        "short_conv", "sigmoid",       "softplus",    "slice",   "gated_delta_net"};
     return (op >= 0 && op < DWELL_OP_COUNT) ? names[op] : "unknown";
 }
 

@@ -143,7 +143,8 @@ void run_sigmoid(const NodeArgs& a, ThreadPool& pool) {
 void run_softplus(const NodeArgs& a, ThreadPool& pool) {
     const int64_t n = a.output().ne[0];
     for_each_row(a, pool, [n](const float* x, float* y) {
-        for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 20.0f ? x[i] : std::log(1.0f + std::exp(x[i]));
+        for (int64_t i = 0; i < n; ++i)
+            y[i] = x[i] > 20.0f ? x[i] : std::log(1.0f + std::exp(x[i]));
     });
 }
 
@@ -158,15 +159,17 @@ OpVerdict check_slice(const NodeArgs& a) {
                        " do not fit in rows of " + shape_string(x));
     bool ok = out.dtype == DWELL_F32 && out.ne[0] == n;
     for (int d = 1; d < DWELL_MAX_DIMS; ++d) ok = ok && out.ne[d] == x.ne[d];
-    if (!ok) return invalid("output must be F32 [" + std::to_string(n) + ", ...] over the rows of " +
-                            shape_string(x) + ", got " + shape_string(out));
+    if (!ok)
+        return invalid("output must be F32 [" + std::to_string(n) + ", ...] over the rows of " +
+                       shape_string(x) + ", got " + shape_string(out));
     return std::nullopt;
 }
 
 void run_slice(const NodeArgs& a, ThreadPool& pool) {
     const int64_t first = a.node->iparams[0];
     const int64_t n = a.output().ne[0];
-    for_each_row(a, pool, [first, n](const float* x, float* y) { std::copy(x + first, x + first + n, y); });
+    for_each_row(a, pool,
+                 [first, n](const float* x, float* y) { std::copy(x + first, x + first + n, y); });
 }
 
 OpVerdict check_swiglu(const NodeArgs& a) {

@@ -59,7 +59,8 @@ OpVerdict check_gated_delta_net(const NodeArgs& a) {
     if (l2 != 0 && l2 != 1) return invalid("iparams[0] must be 0 or 1");
     const float scale = a.node->fparams[0], eps = a.node->fparams[1];
     if (!std::isfinite(scale) || !std::isfinite(eps) || eps < 0.0f || (l2 == 1 && eps == 0.0f))
-        return invalid("the scale and epsilon must be finite, the epsilon > 0 with L2 (>= 0 without)");
+        return invalid(
+            "the scale and epsilon must be finite, the epsilon > 0 with L2 (>= 0 without)");
     // The state is written while the others are read: no shared memory.
     for (int i = 0; i < 5; ++i)
         if (st.data != nullptr && a.input(i).data == st.data)

@@ -151,8 +151,8 @@ OpVerdict check_layout(const dwell_tensor& t, std::string_view role, bool need_d
 }
 
 // Calls f(id) for each tensor the node writes: its output, ATTENTION's
-// cache inputs and the state SHORT_CONV and GATED_DELTA_NET advance (graph.h). Safe on unchecked nodes:
-// ids are range-checked.
+// cache inputs and the state SHORT_CONV and GATED_DELTA_NET advance (graph.h). Safe on unchecked
+// nodes: ids are range-checked.
 template <typename F>
 void for_each_written(const dwell_graph* graph, const dwell_node& node, F&& f) {
     auto visit = [&](int32_t id) {
