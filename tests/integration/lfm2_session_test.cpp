@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dwell/core/base/error.hpp"
+#include "dwell/core/kv/kv_prefix_cache.hpp"
 #include "dwell/core/model/model.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/session/session.hpp"

@@ -217,5 +217,49 @@ TEST_F(DeltaNetSessions, PrefixCachePagesCarryTheStateAfterThem) {
     EXPECT_EQ(replay(b, want.tokens), want.logits);
 }
 
+// A backend that takes GATED_DELTA_NET, scribbles over the state and
+// fails: the scheduler reruns the node on the cpu from the state as it was,
+// so the tokens and logits are a cpu-only run's.
+TEST_F(DeltaNetSessions, ADeltaNetRetriedElsewhereStartsFromTheStateBeforeTheFailedTry) {
+    const auto prompt = prompt_of(21, 11);
+    const Trace want = independent(prompt, 6);
+    RuntimeOptions o;
+    o.manifest =
+        dir_.write("partial.toml", "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
+                                       "\"]\n\n[[backend]]\nplugin = \"partial\"\n"
+                                       "options = { offer_gated_delta_net = \"1\" }\n\n"
+                                       "[[backend]]\nplugin = \"cpu\"\n[kv]\ndtype = \"f16\"\n"
+                                       "prefix_cache_mb = 0\n");
+    o.threads = 2;
+    Runtime rt(o);
+    ASSERT_EQ(rt.backends().size(), 2u);
+    auto model = Model::load(rt, model_path_);
+    Session s(rt, model);
+    s.decode(prompt);
+    EXPECT_EQ(replay(s, want.tokens), want.logits);
+    EXPECT_GE(rt.backends()[0]->health().report().failed_steps, 1u);
+}
+
+// A backend built before ABI 1.7 never gets a delta-net op, and the
+// placement says why.
+TEST_F(DeltaNetSessions, BackendsBeforeAbi17GetNoDeltaNetOps) {
+    RuntimeOptions o;
+    o.manifest =
+        dir_.write("partial13.toml", "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
+                                         "\"]\n\n[[backend]]\nplugin = \"partial13\"\n"
+                                         "options = { offer_gated_delta_net = \"1\" }\n\n"
+                                         "[[backend]]\nplugin = \"cpu\"\n");
+    Runtime rt(o);
+    ASSERT_EQ(rt.backends().size(), 2u);
+    auto model = Model::load(rt, model_path_);
+    Session s(rt, model);
+    s.decode(prompt_of(4, 12));
+    const std::string summary = s.placement_summary();
+    EXPECT_NE(summary.find("partial13/adder0: built against dwell ABI 1.3, which predates the "
+                           "gated delta-net ops"),
+              std::string::npos)
+        << summary;
+}
+
 }  // namespace
 }  // namespace dwell::test
