@@ -18,12 +18,14 @@
 #include <span>
 #include <vector>
 
+#include "dwell/core/base/export.hpp"
 #include "dwell/core/memory/memory_pool.hpp"
 #include "dwell/tensor.h"
 
 namespace dwell {
 
-class RecurrentState {
+// Exported: the session tests read a session's state through it.
+class DWELL_CORE_API RecurrentState {
 public:
     // Values of one state of one layer, at most; with n_layer <= 4096 the
     // whole store stays far below 2^64 bytes.
