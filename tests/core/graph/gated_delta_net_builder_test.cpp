@@ -4,6 +4,7 @@
 // rows; each refusal is one line naming what is wrong.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,10 @@ protected:
         state_ = make_tensor(DWELL_F32, 1, &elems);
         state_.data = state_bytes_.data();
     }
+    // Inputs are declared once: each call names its own.
     int32_t in(const char* name, std::vector<int64_t> ne) {
-        return builder_.input(name, DWELL_F32, ne);
+        names_.push_back(std::string(name) + std::to_string(names_.size()));
+        return builder_.input(names_.back(), DWELL_F32, ne);
     }
     // The message of the op, or "" when it passes.
     std::string refusal(dwell_op op, std::vector<int32_t> inputs, std::vector<int32_t> ip,
@@ -51,6 +54,7 @@ protected:
         return refusal(DWELL_OP_GATED_DELTA_NET, {q, k, v, g, b, s}, {1}, {0.5f, eps});
     }
 
+    std::deque<std::string> names_;  // stable: push_back moves no name
     Graph graph_;
     dwell_tensor state_{};
     std::vector<float> state_bytes_ = std::vector<float>(kDk * kDv * kHv);
