@@ -34,7 +34,7 @@ constexpr std::array<PreName, 16> kPreNames = {{
     {"llama-bpe", PreTokenizerKind::llama3},
     {"llama3", PreTokenizerKind::llama3},
     {"llama-v3", PreTokenizerKind::llama3},
-    {"lfm2", PreTokenizerKind::llama3},
+    {"lfm2", PreTokenizerKind::llama3},  // LFM2's vocabulary: Llama 3's pattern, BOS added
     {"smollm", PreTokenizerKind::smollm},
     {"gpt-4o", PreTokenizerKind::gpt4o},
 }};

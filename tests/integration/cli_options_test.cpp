@@ -142,7 +142,11 @@ TEST(CliOptions, EveryBadOptionExits2NamingTheFlagBeforeAnythingLoads) {
           {{"--arch", "gemma2", "--sliding-window", "-1"}, "--sliding-window"},
           {{"--arch", "gemma2", "--swa-pattern", "5000"}, "--swa-pattern"},
           {{"--arch", "gemma2", "--attn-softcap", "-2"}, "--attn-softcap"},
-          {{"--arch", "gemma3", "--attn-softcap", "1"}, "--attn-softcap"}}},
+          {{"--arch", "gemma3", "--attn-softcap", "1"}, "--attn-softcap"},
+          // LFM2's convolution taps: for lfm2 only, and what SHORT_CONV runs.
+          {{"--l-cache", "4"}, "--l-cache is for --arch lfm2"},
+          {{"--arch", "lfm2", "--l-cache", "1"}, "--l-cache must be in 2..16"},
+          {{"--arch", "lfm2", "--l-cache", "17"}, "--l-cache must be in 2..16"}}},
         {"devices", {}, {{{"--getprop", (dir.path() / "no-such.txt").string()}, "--getprop"}}},
         {"bench",
          {"--thermal-sim"},

@@ -96,3 +96,44 @@ TEST(KvPrefixCache, LogitsNeverWaitOnTheBudget) {
 
 }  // namespace
 }  // namespace dwell
+
+namespace dwell {
+namespace {
+
+// Hybrid models (ABI 1.6): an entry keeps the recurrent state after its
+// page, charged like logits, added to an entry published without it, and
+// given back to the budget when the entry goes.
+TEST(KvPrefixCache, EntriesCarryTheRecurrentStateAfterTheirPage) {
+    Fixture f;
+    const uint64_t root = KvPrefixCache::root_key(1, DWELL_F16, 4);
+    const std::vector<int32_t> a = {1, 2, 3, 4};
+    const std::vector<int32_t> ids = {f.pages.allocate("t")};
+    const auto kv_used = [&] { return f.memory.stats().used_by[static_cast<int>(MemoryUse::Kv)]; };
+    const uint64_t before = kv_used();
+    f.cache.insert(1, root, a, ids, {});  // a batch did not end at the page: no state
+    auto hit = f.cache.find(root, a);
+    ASSERT_TRUE(hit);
+    EXPECT_TRUE(hit->state.empty());
+    for (int32_t p : hit->page_ids) f.pages.release(p);
+
+    const std::vector<float> state = {0.5f, -1.0f, 2.0f};
+    f.cache.insert(1, root, a, ids, {}, state);  // another session had it there
+    hit = f.cache.find(root, a);
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(hit->state, state);
+    for (int32_t p : hit->page_ids) f.pages.release(p);
+    EXPECT_EQ(kv_used(), before + state.size() * sizeof(float));
+
+    f.cache.insert(1, root, a, ids, {}, std::vector<float>{9.0f, 9.0f, 9.0f});
+    hit = f.cache.find(root, a);
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(hit->state, state);  // the first one stays
+    for (int32_t p : hit->page_ids) f.pages.release(p);
+
+    f.cache.forget_model(1);
+    EXPECT_EQ(kv_used(), before);
+    f.pages.release(ids[0]);
+}
+
+}  // namespace
+}  // namespace dwell

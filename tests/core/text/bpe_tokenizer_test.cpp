@@ -425,6 +425,21 @@ TEST(BpeMerges, LowestRankFirst) {
     }
 }
 
+// LFM2 files say "lfm2": Llama 3's pre-tokenizer, whole words found in the
+// vocabulary before any merge, BOS added unless the file says otherwise.
+TEST(BpeMerges, Lfm2PreTokenizerIsLlama3s) {
+    const std::vector<std::string> tokens = {"a", "b", "c", "ab", "abc"};
+    auto load = [&](const std::string& pre) {
+        RemoveOnExit f{write_small_vocab("pre_" + pre, tokens, {{"a b"}}, pre)};
+        return Tokenizer::from_gguf(GgufFile::open(f.path));
+    };
+    const Tokenizer lfm2 = load("lfm2");
+    EXPECT_EQ(lfm2.encode("abc", false), (Ids{4}));  // the word, though no merge makes it
+    EXPECT_EQ(lfm2.encode("abc", false), load("llama-bpe").encode("abc", false));
+    EXPECT_EQ(load("gpt-2").encode("abc", false), (Ids{3, 2}));
+    EXPECT_TRUE(lfm2.wants_bos());
+}
+
 TEST(BpeErrors, OneLineMessages) {
     auto expect_error = [](const std::filesystem::path& path, dwell_status status,
                            const std::vector<std::string>& parts) {

@@ -24,7 +24,6 @@
 
 namespace dwell {
 
-// Exported: the session tests read a session's state through it.
 class DWELL_CORE_API RecurrentState {
 public:
     // Values of one state of one layer, at most; with n_layer <= 4096 the
