@@ -18,10 +18,12 @@
 #include <vector>
 
 #include "dwell/core/model/model.hpp"
+#include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/session/session.hpp"
 #include "dwell/tools/synthetic_model.hpp"
 #include "family_reference.hpp"
 #include "integration_support.hpp"
+#include "test_dirs.hpp"
 
 namespace dwell::test {
 namespace {
@@ -117,6 +119,45 @@ TEST_F(Qwen35FamilyReference, PromptInUnevenChunksMatchesLlamaCpp) {
     ASSERT_EQ(at, ids.size());
     std::printf("qwen35 in chunks 1, 2, 5, %zu: minimum cosine %.10f\n", ids.size() - 8,
                 min_cosine(got));
+}
+
+// Every node on the opencl backend (its ABI 1.7 kernels: sigmoid, softplus,
+// slice, gated_delta_net) at the same strictness, prompt then one token
+// per step; skipped without a usable OpenCL device.
+TEST_F(Qwen35FamilyReference, AllNodesOnOpenClMatchLlamaCpp) {
+    RuntimeOptions o;
+    o.manifest = tmp_.write("ocl.toml",
+                            "[device]\nname = \"qwen35 opencl\"\n[[backend]]\nplugin = "
+                            "\"opencl\"\n[[backend]]\nplugin = \"cpu\"\n");
+    o.threads = 2;
+    Runtime rt(o);
+    std::string why = "the opencl plugin was not found";
+    bool selected = false;
+    for (const auto& c : rt.backend_choices()) {
+        if (c.plugin != "opencl") continue;
+        selected = c.selected;
+        why = c.reason;
+    }
+    if (!selected) GTEST_SKIP() << "no usable OpenCL device: " << why;
+    auto model = Model::load(rt, gguf_);
+    Session session(rt, model, f32_kv());
+    const auto got = session.decode(ref_.tokens, /*all_logits=*/true);
+    ASSERT_EQ(static_cast<int64_t>(got.size()), ref_.n_pos * ref_.n_vocab);
+    EXPECT_NE(session.placement_summary().find("gated_delta_net"), std::string::npos);
+    EXPECT_NE(session.placement_summary().find("cpu/cpu0: no nodes"), std::string::npos)
+        << session.placement_summary();
+    const double min_cos = min_cosine(got);
+    std::vector<int32_t> greedy;
+    std::span<const float> last = got.subspan(static_cast<size_t>((ref_.n_pos - 1) * ref_.n_vocab));
+    while (greedy.size() < kGreedyTokens) {
+        greedy.push_back(greedy_argmax(last));
+        if (greedy.size() == kGreedyTokens) break;
+        const int32_t next[1] = {greedy.back()};
+        last = session.decode(next);
+    }
+    EXPECT_EQ(greedy,
+              std::vector<int32_t>(ref_.greedy.begin(), ref_.greedy.begin() + kGreedyTokens));
+    std::printf("qwen35 on opencl: minimum cosine %.10f (1 - %.2e)\n", min_cos, 1.0 - min_cos);
 }
 
 }  // namespace
