@@ -83,9 +83,9 @@ IsolatedStep::IsolatedStep(const Graph& graph, const dwell_graph& cg, std::span<
         writer_[static_cast<size_t>(node.output)] = id;
         written_roots.insert(graph.storage_of(node.output));
         for (int32_t k = 0; k < node.n_inputs; ++k) touched.insert(node.inputs[k]);
-        // graph.h: SHORT_CONV writes its state input (in2) in place.
-        if (node.op == DWELL_OP_SHORT_CONV && node.n_inputs == 3)
-            written_roots.insert(graph.storage_of(node.inputs[2]));
+        // graph.h: SHORT_CONV and GATED_DELTA_NET write their state input in place.
+        if (const int32_t st = dwell_node_state_tensor(&node); st >= 0)
+            written_roots.insert(graph.storage_of(st));
         if (node.op != DWELL_OP_ATTENTION || node.n_inputs < 6) continue;
         // graph.h: ATTENTION writes its cache inputs (a paged cache: only
         // the page space, input 3).

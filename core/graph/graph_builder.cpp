@@ -322,6 +322,8 @@ struct GraphBuilder::OpCheck {
     dwell_tensor moe_combine() const;
     dwell_tensor cpy() const;
     dwell_tensor short_conv() const;
+    dwell_tensor slice() const;
+    dwell_tensor gated_delta_net() const;
 };
 
 dwell_tensor GraphBuilder::OpCheck::get_rows() const {
@@ -550,6 +552,56 @@ dwell_tensor GraphBuilder::OpCheck::short_conv() const {
     return make_tensor(DWELL_F32, 2, x.ne);
 }
 
+// graph.h: the columns [iparams[0], iparams[0] + iparams[1]) of every row.
+dwell_tensor GraphBuilder::OpCheck::slice() const {
+    need(1);
+    const auto& a = input(0, "slice");
+    f32(a, "input");
+    const int64_t first = ip.size() > 0 ? ip[0] : -1;
+    const int64_t n = ip.size() > 1 ? ip[1] : 0;
+    if (first < 0 || n < 1 || first + n > a.ne[0]) {
+        fail(op, "columns " + std::to_string(first) + " + " + std::to_string(n) +
+                     " (iparams[0], iparams[1]) do not fit in rows of " + shape_str(a));
+    }
+    const int64_t ne[DWELL_MAX_DIMS] = {n, a.ne[1], a.ne[2], a.ne[3]};
+    return make_tensor(DWELL_F32, a.n_dims, ne);
+}
+
+// graph.h: q, k [Dk, Hk, T], v [Dv, Hv, T], g, beta [Hv, T] and the
+// layer's own state [Dk, Dv, Hv], which the op writes in place.
+dwell_tensor GraphBuilder::OpCheck::gated_delta_net() const {
+    need(6);
+    const char* names[6] = {"q (in0)", "k (in1)",    "v (in2)",
+                            "g (in3)", "beta (in4)", "the state (in5)"};
+    for (size_t i = 0; i < 6; ++i) f32(input(i, "gated_delta_net"), names[i]);
+    const auto& q = input(0, "gated_delta_net");
+    const auto& k = input(1, "gated_delta_net");
+    const auto& v = input(2, "gated_delta_net");
+    const auto& g = input(3, "gated_delta_net");
+    const auto& beta = input(4, "gated_delta_net");
+    const auto& st = input(5, "gated_delta_net");
+    const int64_t hk = q.ne[1], hv = v.ne[1], T = q.ne[2];
+    if (!same_shape(q, k) || q.ne[3] != 1 || v.ne[2] != T || v.ne[3] != 1 || hv % hk != 0) {
+        fail(op, "q " + shape_str(q) + ", k " + shape_str(k) + ", v " + shape_str(v) +
+                     " must be [Dk, Hk, T], [Dk, Hk, T], [Dv, Hv, T] with Hv a multiple of Hk");
+    }
+    for (const dwell_tensor* t : {&g, &beta}) {
+        if (t->ne[0] != hv || t->ne[1] != T || t->ne[2] != 1 || t->ne[3] != 1)
+            fail(op, "g and beta must be [Hv, T] = [" + std::to_string(hv) + ", " +
+                         std::to_string(T) + "], got " + shape_str(*t));
+    }
+    if (b.graph_.slots[static_cast<size_t>(in[5])].role != TensorRole::State)
+        fail(op, "the state (in5) must be a layer's recurrent_state(), got " + shape_str(st));
+    if (st.ne[0] != q.ne[0] || st.ne[1] != v.ne[0] || st.ne[2] != hv || st.ne[3] != 1) {
+        fail(op, "the state (in5) " + shape_str(st) + " must be [Dk, Dv, Hv] = [" +
+                     std::to_string(q.ne[0]) + ", " + std::to_string(v.ne[0]) + ", " +
+                     std::to_string(hv) + "]");
+    }
+    if (!ip.empty() && ip[0] != 0 && ip[0] != 1)
+        fail(op, "iparams[0] (L2-normalise q and k) must be 0 or 1, got " + std::to_string(ip[0]));
+    return make_tensor(DWELL_F32, 3, v.ne);
+}
+
 dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
                                  std::span<const int32_t> ip) const {
     const OpCheck check{*this, op, in, ip};
@@ -568,6 +620,8 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
         case DWELL_OP_GELU:
         case DWELL_OP_SOFTMAX:
         case DWELL_OP_SOFTCAP:
+        case DWELL_OP_SIGMOID:
+        case DWELL_OP_SOFTPLUS:
             return check.elementwise_unary();
         case DWELL_OP_SWIGLU:
             return check.swiglu();
@@ -587,6 +641,10 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
             return check.cpy();
         case DWELL_OP_SHORT_CONV:
             return check.short_conv();
+        case DWELL_OP_SLICE:
+            return check.slice();
+        case DWELL_OP_GATED_DELTA_NET:
+            return check.gated_delta_net();
         default:
             fail(op, "unknown op " + std::to_string(static_cast<int>(op)));
     }
@@ -602,6 +660,15 @@ int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs,
         fail(op, std::string("the soft-cap (fparams[") + (op == DWELL_OP_SOFTCAP ? "0" : "1") +
                      "] = " + std::to_string(op == DWELL_OP_SOFTCAP ? cap(0) : cap(1)) +
                      ") must be a finite number " + (op == DWELL_OP_SOFTCAP ? "> 0" : ">= 0"));
+    }
+    // The delta rule's output scale and L2 epsilon (graph.h).
+    const bool l2 = !iparams.empty() && iparams[0] == 1;
+    if (op == DWELL_OP_GATED_DELTA_NET && !(std::isfinite(cap(0)) && std::isfinite(cap(1)) &&
+                                            (l2 ? cap(1) > 0.0f : cap(1) >= 0.0f))) {
+        fail(op, "the scale (fparams[0] = " + std::to_string(cap(0)) +
+                     ") and epsilon (fparams[1] = " + std::to_string(cap(1)) +
+                     ") must be finite, the epsilon > 0 when q and k are "
+                     "L2-normalised");
     }
     dwell_tensor out = infer(op, inputs, iparams);
     dwell_node node{};

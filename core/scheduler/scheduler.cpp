@@ -94,6 +94,12 @@ bool uses_recurrent_state(const dwell_node& node) {
     return node.op == DWELL_OP_SHORT_CONV;
 }
 
+// ABI 1.7 added the ops of gated delta-net layers (graph.h).
+bool uses_delta_net_ops(const dwell_node& node) {
+    return node.op == DWELL_OP_SIGMOID || node.op == DWELL_OP_SOFTPLUS ||
+           node.op == DWELL_OP_SLICE || node.op == DWELL_OP_GATED_DELTA_NET;
+}
+
 // Why a backend must not get a node its ABI minor predates, or "".
 std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const Backend& be) {
     const uint32_t minor = be.plugin().info().abi_minor;
@@ -114,6 +120,9 @@ std::string abi_too_old_for(const dwell_graph& g, const dwell_node& node, const 
     } else if (minor < 6 && uses_recurrent_state(node)) {
         what = "short convolutions and their recurrent state";
         since = "1.6";
+    } else if (minor < 7 && uses_delta_net_ops(node)) {
+        what = "the gated delta-net ops (sigmoid, softplus, slice, gated_delta_net)";
+        since = "1.7";
     }
     if (what == nullptr) return "";
     return be.label() + ": built against dwell ABI " + be.plugin().abi_version() +
@@ -274,14 +283,15 @@ std::string Scheduler::try_run(const Backend& be, const Graph& graph, const dwel
         for (int32_t k = 0; k < n.n_inputs; ++k)
             given.emplace_back(n.inputs[k], *dwell_graph_tensor(&cg, n.inputs[k]));
     }
-    // SHORT_CONV advances its state in place, so unlike a KV row written
-    // twice, a rerun elsewhere after a failure would advance it twice: the
-    // states are put back as they were before the failed try.
+    // SHORT_CONV and GATED_DELTA_NET advance their state in place, so
+    // unlike a KV row written twice, a rerun elsewhere after a failure
+    // would advance it twice: the states are put back as they were before
+    // the failed try.
     std::vector<std::pair<dwell_tensor*, std::vector<std::byte>>> states;
     for (const int32_t id : ids) {
-        const dwell_node& n = graph.nodes[static_cast<size_t>(id)];
-        if (n.op != DWELL_OP_SHORT_CONV || n.n_inputs != 3) continue;
-        dwell_tensor* st = dwell_graph_tensor(&cg, n.inputs[2]);
+        const int32_t sid = dwell_node_state_tensor(&graph.nodes[static_cast<size_t>(id)]);
+        if (sid < 0) continue;
+        dwell_tensor* st = dwell_graph_tensor(&cg, sid);
         const auto* bytes = static_cast<const std::byte*>(st->data);
         states.emplace_back(
             st, std::vector<std::byte>(bytes, bytes + dwell_tensor_nelements(st) * sizeof(float)));

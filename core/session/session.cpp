@@ -252,6 +252,18 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
                                " kept tokens (raise --ctx or feed fewer tokens at once)"),
                 n_past_, static_cast<int64_t>(tokens.size()), n_ctx_);
         }
+        if ((model_->info().flags & DWELL_MODEL_STATE_SPANS_CONTEXT) != 0) {
+            // Dropping tokens cannot be undone in a state that summed them
+            // all up (model.h); re-prefilling the kept ones would be a new
+            // prompt, which is the caller's call, not a silent side effect.
+            throw ContextFullError(
+                "context full: " + std::to_string(n_past_) + " + " + std::to_string(tokens.size()) +
+                    " tokens exceed the context of " + std::to_string(n_ctx_) + ", and this " +
+                    model_->architecture() +
+                    " model's recurrent state holds every token seen, so the context cannot "
+                    "shift (raise --ctx, or start a new session from a shorter prompt)",
+                n_past_, static_cast<int64_t>(tokens.size()), n_ctx_);
+        }
         shift_for(tokens.size());
     }
     std::vector<float> all;

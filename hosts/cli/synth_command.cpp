@@ -26,8 +26,8 @@ int synth_command(const std::vector<std::string>& args) {
     po::options_description desc("dwell synth");
     // clang-format off
     desc.add_options()
-        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3, llama3, phi3 or lfm2")
-        ("l-cache", po::value(&spec.conv_l_cache)->default_value(spec.conv_l_cache), "lfm2: taps of the short convolutions (2..16)")
+        ("arch", po::value(&arch)->default_value("llama"), "model family: llama, qwen2, gemma, mixtral, qwen3, qwen3moe, smollm3, gemma2, gemma3, llama3, phi3, lfm2 or qwen35")
+        ("l-cache", po::value(&spec.conv_l_cache)->default_value(spec.conv_l_cache), "lfm2, qwen35: taps of the short convolutions (2..16)")
         ("sliding-window", po::value(&spec.sliding_window), "gemma2/3: window of the local layers (default 16)")
         ("swa-pattern", po::value(&spec.swa_pattern)->default_value(0), "gemma2/3: every Nth layer is global (0: the family's 2 / 6)")
         ("rope-base-swa", po::value(&spec.rope_freq_base_swa)->default_value(0.0f), "gemma2/3: RoPE base of the local layers (0: the family's)")
@@ -59,7 +59,7 @@ int synth_command(const std::vector<std::string>& args) {
     } catch (const Error&) {
         throw po::error("--arch '" + arch +
                         "' is not a model family (llama, qwen2, gemma, mixtral, qwen3, qwen3moe, "
-                        "smollm3, gemma2, gemma3, llama3, phi3, lfm2)");
+                        "smollm3, gemma2, gemma3, llama3, phi3, lfm2, qwen35)");
     }
     // The Gemma 2/3 defaults exercise their special paths at synth's sizes:
     // a window shorter than a short prompt, soft-caps the synthetic scores
@@ -81,8 +81,12 @@ int synth_command(const std::vector<std::string>& args) {
     if (spec.family == SyntheticFamily::lfm2) {
         if (vm["n-layer"].defaulted()) spec.n_layer = 6;
         spec.norm_jitter = 0.2f;
+    } else if (spec.family == SyntheticFamily::qwen35) {
+        // Four layers: delta nets at 0..2, full attention at 3.
+        if (vm["n-layer"].defaulted()) spec.n_layer = 4;
+        spec.norm_jitter = 0.2f;
     } else if (!vm["l-cache"].defaulted()) {
-        throw po::error("--l-cache is for --arch lfm2");
+        throw po::error("--l-cache is for --arch lfm2 and qwen35");
     }
     // Llama 3's base; its factors are derived from it.
     if (spec.family == SyntheticFamily::llama3) spec.rope_freq_base = 500000.0f;

@@ -208,6 +208,25 @@ void add_elementwise_cases(std::vector<Case>& cases) {
     // SOFTCAP (ABI 1.5): inputs up to 4 against a cap of 1.5, so it bites.
     unary(
         "softcap", DWELL_OP_SOFTCAP, 1.5f, [](double x) { return 1.5 * std::tanh(x / 1.5); }, 1e-6);
+    // SIGMOID and SOFTPLUS (ABI 1.7), the delta nets' beta and decay.
+    unary(
+        "sigmoid", DWELL_OP_SIGMOID, 0, [](double x) { return 1 / (1 + std::exp(-x)); }, 1e-6);
+    unary(
+        "softplus", DWELL_OP_SOFTPLUS, 0, [](double x) { return std::log1p(std::exp(x)); }, 1e-6);
+    // SLICE (ABI 1.7): columns 21..41 of rows of 64, in three dims.
+    cases.push_back({"slice_cols",
+                     [](OpTestGraph& g) {
+                         const int a = g.tensor(DWELL_F32, {64, 3, 2});
+                         const auto av = random_floats(64 * 6, 12, -4, 4);
+                         g.set(a, av);
+                         const int out = g.tensor(DWELL_F32, {21, 3, 2});
+                         g.node(DWELL_OP_SLICE, out, {a}, {21, 21});
+                         std::vector<double> want;
+                         for (int r = 0; r < 6; ++r)
+                             for (int i = 0; i < 21; ++i) want.push_back(av[r * 64 + 21 + i]);
+                         return want;
+                     },
+                     0});
     cases.push_back(
         {"swiglu",
          [](OpTestGraph& g) {
@@ -815,6 +834,94 @@ void add_short_conv_cases(std::vector<Case>& cases) {
     }
 }
 
+// GATED_DELTA_NET (ABI 1.7) in double, as graph.h defines it: `calls`
+// batches of the same q, k [Dk, Hk, T], v [Dv, Hv, T], g, beta [Hv, T] from
+// `state` [Dk, Dv, Hv] (q and k L2-normalised); returns the last batch's
+// output then the state after it.
+std::vector<double> ref_gated_delta_net(const std::vector<double>& q, const std::vector<double>& k,
+                                        const std::vector<double>& v, const std::vector<double>& g,
+                                        const std::vector<double>& beta, std::vector<double> S,
+                                        int64_t dk, int64_t hk, int64_t dv, int64_t hv, int64_t T,
+                                        double scale, int calls) {
+    std::vector<double> out(static_cast<size_t>(dv * hv * T));
+    const auto l2 = [&](const double* x) {
+        double ss = 0;
+        for (int64_t i = 0; i < dk; ++i) ss += x[i] * x[i];
+        const double inv = 1 / std::sqrt(ss + 1e-6);
+        std::vector<double> y(x, x + dk);
+        for (double& e : y) e *= inv;
+        return y;
+    };
+    for (int call = 0; call < calls; ++call)
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = 0; h < hv; ++h) {
+                const auto qn = l2(&q[static_cast<size_t>((t * hk + h % hk) * dk)]);
+                const auto kn = l2(&k[static_cast<size_t>((t * hk + h % hk) * dk)]);
+                double* s = &S[static_cast<size_t>(h * dv * dk)];
+                const double decay = std::exp(g[static_cast<size_t>(t * hv + h)]);
+                const double b = beta[static_cast<size_t>(t * hv + h)];
+                for (int64_t i = 0; i < dv * dk; ++i) s[i] *= decay;
+                for (int64_t j = 0; j < dv; ++j) {
+                    double r = 0;
+                    for (int64_t i = 0; i < dk; ++i) r += s[j * dk + i] * kn[i];
+                    const double d = b * (v[static_cast<size_t>((t * hv + h) * dv + j)] - r);
+                    for (int64_t i = 0; i < dk; ++i) s[j * dk + i] += kn[i] * d;
+                }
+                for (int64_t j = 0; j < dv; ++j) {
+                    double o = 0;
+                    for (int64_t i = 0; i < dk; ++i) o += s[j * dk + i] * qn[i];
+                    out[static_cast<size_t>((t * hv + h) * dv + j)] = scale * o;
+                }
+            }
+    out.insert(out.end(), S.begin(), S.end());
+    return out;
+}
+
+// GATED_DELTA_NET: decode (T = 1) and prefill (T = 7) from a carried state
+// with two value heads per key head, and two calls in a row whose second
+// starts from the state the first wrote. Output and state are checked.
+void add_gated_delta_net_cases(std::vector<Case>& cases) {
+    struct Shape {
+        const char* name;
+        int64_t T;
+        int calls;
+    };
+    const Shape shapes[] = {
+        {"gated_delta_net_decode", 1, 1},
+        {"gated_delta_net_prefill", 7, 1},
+        {"gated_delta_net_two_batches", 3, 2},
+    };
+    for (const Shape& sh : shapes) {
+        Case c{
+            sh.name,
+            [sh](OpTestGraph& g) {
+                const int64_t dk = 16, hk = 2, dv = 16, hv = 4, T = sh.T;
+                const auto make = [&](std::vector<int64_t> ne, uint32_t seed, float lo, float hi) {
+                    int64_t n = 1;
+                    for (int64_t e : ne) n *= e;
+                    const int id = g.tensor(DWELL_F32, std::move(ne));
+                    const auto vals = random_floats(static_cast<size_t>(n), seed, lo, hi);
+                    g.set(id, vals);
+                    return std::pair{id, to_double(vals)};
+                };
+                const auto [q, qv] = make({dk, hk, T}, 50, -1.5f, 1.5f);
+                const auto [k, kv] = make({dk, hk, T}, 51, -1.5f, 1.5f);
+                const auto [v, vv] = make({dv, hv, T}, 52, -2, 2);
+                const auto [gt, gv] = make({hv, T}, 53, -2, 0);
+                const auto [bt, bv] = make({hv, T}, 54, 0, 1);
+                const auto [st, sv] = make({dk, dv, hv}, 55, -0.5f, 0.5f);
+                const int out = g.tensor(DWELL_F32, {dv, hv, T});
+                g.node(DWELL_OP_GATED_DELTA_NET, out, {q, k, v, gt, bt, st}, {1}, {0.25f, 1e-6f});
+                return ref_gated_delta_net(qv, kv, vv, gv, bv, sv, dk, hk, dv, hv, T, 0.25,
+                                           sh.calls);
+            },
+            1e-5};
+        c.calls = sh.calls;
+        c.written_input = 5;
+        cases.push_back(std::move(c));
+    }
+}
+
 }  // namespace
 
 std::vector<Case> all_cases() {
@@ -831,6 +938,7 @@ std::vector<Case> all_cases() {
     add_topk_and_gather_cases(cases);
     add_expert_cases(cases);
     add_short_conv_cases(cases);
+    add_gated_delta_net_cases(cases);
     return cases;
 }
 

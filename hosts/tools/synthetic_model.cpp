@@ -251,6 +251,9 @@ void check_spec(const SyntheticModelSpec& s) {
     check(s.family != SyntheticFamily::lfm2 || head_dim * s.n_head == s.n_embd,
           "lfm2's heads must split n_embd exactly (head_dim * n_head == n_embd)");
     check(s.conv_l_cache >= 2 && s.conv_l_cache <= 16, "--l-cache must be in 2..16");
+    check(s.family != SyntheticFamily::qwen35 || (s.n_rot == 0 && head_dim % 4 == 0),
+          "qwen35 rotates half of each head: leave --n-rot unset and make the head size a "
+          "multiple of 4");
     check(s.conv_std >= 0 && std::isfinite(s.conv_std), "--conv-std must be a finite number >= 0");
     const int64_t block = dwell_dtype_block_elems(s.dtype);
     check(s.dtype == DWELL_F32 || s.dtype == DWELL_F16 || s.dtype == DWELL_Q8_0 ||
@@ -308,6 +311,8 @@ const char* synthetic_family_name(SyntheticFamily f) {
             return "phi3";
         case SyntheticFamily::lfm2:
             return "lfm2";
+        case SyntheticFamily::qwen35:
+            return "qwen35";
     }
     return "?";
 }
@@ -316,13 +321,14 @@ SyntheticFamily parse_synthetic_family(std::string_view name) {
     for (auto f : {SyntheticFamily::llama, SyntheticFamily::qwen2, SyntheticFamily::gemma,
                    SyntheticFamily::mixtral, SyntheticFamily::qwen3, SyntheticFamily::qwen3moe,
                    SyntheticFamily::smollm3, SyntheticFamily::gemma2, SyntheticFamily::gemma3,
-                   SyntheticFamily::llama3, SyntheticFamily::phi3, SyntheticFamily::lfm2}) {
+                   SyntheticFamily::llama3, SyntheticFamily::phi3, SyntheticFamily::lfm2,
+                   SyntheticFamily::qwen35}) {
         if (name == synthetic_family_name(f)) return f;
     }
     throw Error(DWELL_ERR_INVALID_ARGUMENT,
                 "synth: unknown model family '" + std::string(name) +
                     "' (known: llama, qwen2, gemma, mixtral, qwen3, "
-                    "qwen3moe, smollm3, gemma2, gemma3, llama3, phi3, lfm2)");
+                    "qwen3moe, smollm3, gemma2, gemma3, llama3, phi3, lfm2, qwen35)");
 }
 
 namespace {
@@ -364,7 +370,8 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     // Qwen2 and Qwen3 files carry a byte-level BPE vocabulary; the others
     // (and these given a sentencepiece model) a sentencepiece one.
     const bool qwen3 = family == SyntheticFamily::qwen3 || family == SyntheticFamily::qwen3moe;
-    const bool bpe = (family == SyntheticFamily::qwen2 || qwen3) && !s.vocab_model;
+    const bool qwen35 = family == SyntheticFamily::qwen35;
+    const bool bpe = (family == SyntheticFamily::qwen2 || qwen3 || qwen35) && !s.vocab_model;
     const BpeVocab bpe_vocab = bpe ? make_synthetic_bpe_vocab(s.n_vocab, s.seed) : BpeVocab{};
     const Vocab vocab = bpe             ? Vocab{}
                         : s.vocab_model ? vocab_from_model(*s.vocab_model)
@@ -381,6 +388,13 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     // LFM2's layer kinds: attention on every third layer (2, 5, ...), a
     // short convolution on the others.
     const auto conv_layer = [&](int32_t l) { return lfm2 && l % 3 != 2; };
+    // Qwen3.5's: full attention at every fourth layer (3, 7, ...), gated
+    // delta nets on the others, their key heads n_head_kv and value heads
+    // n_head (several value heads per key head), all head_dim wide.
+    constexpr int64_t kQwen35Interval = 4;
+    const auto delta_layer = [&](int32_t l) { return qwen35 && (l + 1) % kQwen35Interval != 0; };
+    const int64_t dn_key = head_dim * s.n_head_kv, dn_value = head_dim * s.n_head;
+    const int64_t dn_conv = 2 * dn_key + dn_value;
     GgufWriter w(s.alignment);
     const auto key = [&](const char* suffix) { return arch + "." + suffix; };
     w.add_string("general.architecture", arch);
@@ -409,11 +423,19 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     } else {
         w.add_uint32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
     }
+    if (qwen35) {
+        w.add_uint32(key("ssm.conv_kernel"), static_cast<uint32_t>(s.conv_l_cache));
+        w.add_uint32(key("ssm.state_size"), static_cast<uint32_t>(head_dim));
+        w.add_uint32(key("ssm.group_count"), static_cast<uint32_t>(s.n_head_kv));
+        w.add_uint32(key("ssm.time_step_rank"), static_cast<uint32_t>(s.n_head));
+        w.add_uint32(key("ssm.inner_size"), static_cast<uint32_t>(dn_value));
+        w.add_uint32(key("full_attention_interval"), static_cast<uint32_t>(kQwen35Interval));
+    }
     if (s.head_dim > 0) {
         w.add_uint32(key("attention.key_length"), static_cast<uint32_t>(head_dim));
         w.add_uint32(key("attention.value_length"), static_cast<uint32_t>(head_dim));
     }
-    const int64_t n_rot = s.n_rot > 0 ? s.n_rot : head_dim;
+    const int64_t n_rot = s.n_rot > 0 ? s.n_rot : qwen35 ? head_dim / 2 : head_dim;
     const int64_t n_ctx_orig = s.n_ctx_orig > 0 ? s.n_ctx_orig : std::max<int64_t>(1, s.n_ctx / 4);
     // LongRoPE's attention factor, as Phi-3's checkpoints derive it.
     const double long_scale = double(s.n_ctx) / double(n_ctx_orig);
@@ -422,6 +444,14 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
             ? static_cast<float>(std::sqrt(1 + std::log(long_scale) / std::log(double(n_ctx_orig))))
             : 1.0f;
     w.add_uint32(key("rope.dimension_count"), static_cast<uint32_t>(n_rot));
+    if (qwen35) {
+        // The interleaved sections, as the published [11, 11, 10, 0] for 32
+        // pairs: each of the three takes every third pair, none is left
+        // to the fourth (text positions then rotate as NEOX).
+        const int32_t pairs = static_cast<int32_t>(n_rot / 2);
+        const std::vector<int32_t> sections{(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
+        w.add_int32_array(key("rope.dimension_sections"), sections);
+    }
     if (phi3) {
         w.add_uint32(key("rope.scaling.original_context_length"),
                      static_cast<uint32_t>(n_ctx_orig));
@@ -522,6 +552,35 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     for (int32_t l = 0; l < s.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         norm(p + "attn_norm.weight");
+        if (qwen35) {
+            norm(p + "post_attention_norm.weight");
+            if (delta_layer(l)) {
+                weight(p + "attn_qkv.weight", {s.n_embd, dn_conv});
+                weight(p + "attn_gate.weight", {s.n_embd, dn_value});
+                matrix(p + "ssm_conv1d.weight", {s.conv_l_cache, dn_conv}, DWELL_F32, extras,
+                       s.conv_std != 0.0f ? s.conv_std : 0.5f);
+                f32_vector(p + "ssm_dt.bias", s.n_head, 0.0f, 0.5f);
+                // ssm_a = -exp(A_log): a negative decay rate per value head.
+                values.resize(static_cast<size_t>(s.n_head));
+                for (auto& x : values) x = -std::exp(0.5f * extras.normal());
+                f32_values(p + "ssm_a", std::vector<float>(values));
+                weight(p + "ssm_beta.weight", {s.n_embd, s.n_head});
+                weight(p + "ssm_alpha.weight", {s.n_embd, s.n_head});
+                f32_vector(p + "ssm_norm.weight", head_dim, 1.0f, s.norm_jitter);
+                weight(p + "ssm_out.weight", {dn_value, s.n_embd});
+            } else {
+                weight(p + "attn_q.weight", {s.n_embd, 2 * q_width});  // query, gate per head
+                weight(p + "attn_k.weight", {s.n_embd, kv_width});
+                weight(p + "attn_v.weight", {s.n_embd, kv_width});
+                weight(p + "attn_output.weight", {q_width, s.n_embd});
+                f32_vector(p + "attn_q_norm.weight", head_dim, 1.0f, s.norm_jitter);
+                f32_vector(p + "attn_k_norm.weight", head_dim, 1.0f, s.norm_jitter);
+            }
+            weight(p + "ffn_gate.weight", {s.n_embd, s.n_ff});
+            weight(p + "ffn_up.weight", {s.n_embd, s.n_ff});
+            weight(p + "ffn_down.weight", {s.n_ff, s.n_embd});
+            continue;
+        }
         if (conv_layer(l)) {
             matrix(p + "shortconv.conv.weight", {s.conv_l_cache, s.n_embd}, DWELL_F32, extras,
                    s.conv_std != 0.0f ? s.conv_std : 0.5f);

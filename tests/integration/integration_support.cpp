@@ -137,6 +137,16 @@ SyntheticModelSpec family_reference_spec(SyntheticFamily family) {
             s.tied_output = true;
             s.seed = 23;
             break;
+        // Qwen3.5: four layers, delta nets at 0..2 (two key heads, four
+        // value heads of 32, a 4-tap convolution), gated full attention at
+        // 3 (GQA 4 on 2, rotary on 16 of 32 dims), jittered norms, an
+        // output of its own (a tied one makes greedy repeat the last token).
+        case SyntheticFamily::qwen35:
+            s.n_layer = 4;
+            s.head_dim = 32;
+            s.conv_l_cache = 4;
+            s.seed = 25;
+            break;
         case SyntheticFamily::llama3:
         case SyntheticFamily::phi3:
             break;  // llama3_phi3_spec() in llama3_phi3_reference_test.cpp

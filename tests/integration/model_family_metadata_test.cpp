@@ -1,4 +1,4 @@
-// The qwen2, gemma and lfm2 plugins refuse malformed files with one line naming
+// The qwen2, gemma, lfm2 and qwen35 plugins refuse malformed files with one line naming
 // the file, the plugin and the key or tensor at fault: each case rewrites
 // one metadata key (or drops one tensor) of a good synthetic file.
 #include <gtest/gtest.h>
@@ -22,7 +22,8 @@ fs::path write_family(const TempDir& dir, SyntheticFamily family) {
     s.family = family;
     s.dtype = DWELL_F32;
     if (family == SyntheticFamily::gemma) s.head_dim = 24;
-    if (family == SyntheticFamily::lfm2) s.n_layer = 3;  // conv, conv, attention
+    if (family == SyntheticFamily::lfm2) s.n_layer = 3;    // conv, conv, attention
+    if (family == SyntheticFamily::qwen35) s.n_layer = 4;  // three delta nets, attention
     const fs::path p = dir.path() / (std::string(synthetic_family_name(family)) + ".gguf");
     write_synthetic_model(s, p);
     return p;
@@ -59,6 +60,7 @@ TEST_P(ModelFamilyMetadata, IsRefusedInOneLineNamingTheKeyAtFault) {
 const std::string kQwen2Refused = "the qwen2 model plugin refused the model: ";
 const std::string kGemmaRefused = "the gemma model plugin refused the model: ";
 const std::string kLfm2Refused = "the lfm2 model plugin refused the model: ";
+const std::string kQwen35Refused = "the qwen35 model plugin refused the model: ";
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, ModelFamilyMetadata,
@@ -104,7 +106,25 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"Lfm2InProjMissing", SyntheticFamily::lfm2, "", std::nullopt,
              "blk.0.shortconv.in_proj.weight",
              "tensor 'blk.0.shortconv.in_proj.weight' needed by the lfm2 model plugin is "
-             "missing"}),
+             "missing"},
+        Case{"Qwen35StateSizeMissing", SyntheticFamily::qwen35, "qwen35.ssm.state_size",
+             std::nullopt, "", kQwen35Refused + "metadata key qwen35.ssm.state_size is missing"},
+        Case{"Qwen35ConvKernelOutOfRange", SyntheticFamily::qwen35, "qwen35.ssm.conv_kernel", 1, "",
+             kQwen35Refused + "metadata key qwen35.ssm.conv_kernel = 1 is outside 2..16"},
+        Case{"Qwen35ValueHeadsNotAMultipleOfKeyHeads", SyntheticFamily::qwen35,
+             "qwen35.ssm.time_step_rank", 3, "",
+             kQwen35Refused + "metadata key qwen35.ssm.time_step_rank (3 value heads) must be a "
+                              "multiple of qwen35.ssm.group_count (2 key heads)"},
+        Case{"Qwen35InnerSizeNotTheValueWidth", SyntheticFamily::qwen35, "qwen35.ssm.inner_size",
+             100, "", kQwen35Refused + "metadata key qwen35.ssm.inner_size (100) must be"},
+        Case{"Qwen35IntervalDisagreesWithTheLayers", SyntheticFamily::qwen35,
+             "qwen35.full_attention_interval", 2, "",
+             kQwen35Refused + "layer 1 is a delta-net layer, but qwen35.full_attention_interval "
+                              "= 2 makes it an attention layer"},
+        Case{"Qwen35LayerWithoutOperator", SyntheticFamily::qwen35, "", std::nullopt,
+             "blk.1.ssm_conv1d.weight",
+             kQwen35Refused + "layer 1 has neither blk.1.ssm_conv1d.weight nor "
+                              "blk.1.attn_q.weight; a qwen35 layer is one or the other"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // An optional key stored with another type than the plugin reads is an
@@ -163,7 +183,7 @@ TEST(ModelFamilyMetadata, AnUnservedArchitectureListsEachServedOneOnceWithItsPlu
         if (list.compare(pos, 2, ", ") == 0) pos += 2;
     }
     EXPECT_EQ(archs, (std::vector<std::string>{"gemma", "gemma2", "gemma3", "lfm2", "llama", "phi3",
-                                               "qwen2", "qwen3", "qwen3moe", "smollm3"}))
+                                               "qwen2", "qwen3", "qwen35", "qwen3moe", "smollm3"}))
         << msg;
     EXPECT_NE(list.find("mixtral"), std::string::npos) << msg;  // the plugin, named
 }

@@ -100,7 +100,8 @@ INSTANTIATE_TEST_SUITE_P(Families, ModelFamilyReference,
                                            SyntheticFamily::gemma, SyntheticFamily::mixtral,
                                            SyntheticFamily::qwen3, SyntheticFamily::qwen3moe,
                                            SyntheticFamily::smollm3, SyntheticFamily::gemma2,
-                                           SyntheticFamily::gemma3, SyntheticFamily::lfm2),
+                                           SyntheticFamily::gemma3, SyntheticFamily::lfm2,
+                                           SyntheticFamily::qwen35),
                          [](const auto& info) { return synthetic_family_name(info.param); });
 
 }  // namespace

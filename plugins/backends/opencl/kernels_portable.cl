@@ -111,7 +111,8 @@ __kernel void binary(__global const float* a, __global const float* b, __global 
     out[i] = op == 0 ? a[i] + y : a[i] * y;
 }
 
-// op 0: scale by f, 1: silu, 2: gelu (tanh). Global (count).
+// op 0: scale by f, 1: silu, 2: gelu (tanh), 3: sigmoid, 4: softplus (x
+// itself above 20, as graph.h says). Global (count).
 __kernel void unary(__global const float* a, __global float* out, int op, float f) {
     const int i = get_global_id(0);
     const float x = a[i];
@@ -119,6 +120,10 @@ __kernel void unary(__global const float* a, __global float* out, int op, float 
         out[i] = x * f;
     } else if (op == 1) {
         out[i] = x / (1.0f + exp(-x));
+    } else if (op == 3) {
+        out[i] = 1.0f / (1.0f + exp(-x));
+    } else if (op == 4) {
+        out[i] = x > 20.0f ? x : log(1.0f + exp(x));
     } else {
         out[i] = 0.5f * x * (1.0f + tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
     }
@@ -433,4 +438,55 @@ __kernel void moe_combine(__global const float* y, __global const float* w, __gl
     float s = 0.0f;
     for (int i = 0; i < n_used; ++i) s += w[t * n_used + i] * y[((long)t * n_used + i) * n_out + n];
     out[(long)t * n_out + n] = s;
+}
+
+// SLICE (ABI 1.7): columns [first, first + n) of every row of `row_len`
+// values. Global (n, rows).
+__kernel void slice_cols(__global const float* a, __global float* out, int row_len, int first,
+                         int n) {
+    const int i = get_global_id(0);
+    const long r = get_global_id(1);
+    out[r * n + i] = a[r * row_len + first + i];
+}
+
+// x / sqrt(sum x^2 + eps) of an n-long row, as the factor (graph.h).
+float gdn_l2_factor(__global const float* x, int n, int l2, float eps) {
+    if (!l2) return 1.0f;
+    float ss = 0.0f;
+    for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+    return 1.0f / sqrt(ss + eps);
+}
+
+// GATED_DELTA_NET (ABI 1.7): one work-item per state row, value dim j of
+// value head h: every step of the delta rule reads and writes only row j
+// (graph.h), so rows need no synchronisation. The state is advanced in
+// place over the batch. Global (Dv, Hv).
+__kernel void gated_delta_net(__global const float* q, __global const float* k,
+                              __global const float* v, __global const float* g,
+                              __global const float* beta, __global float* state,
+                              __global float* out, int Dk, int Hk, int Dv, int Hv, int T, int l2,
+                              float scale, float eps) {
+    const int j = get_global_id(0);
+    const int h = get_global_id(1);
+    const int hq = h % Hk;
+    __global float* s = state + ((long)h * Dv + j) * Dk;
+    for (int t = 0; t < T; ++t) {
+        __global const float* qr = q + ((long)t * Hk + hq) * Dk;
+        __global const float* kr = k + ((long)t * Hk + hq) * Dk;
+        const float qf = gdn_l2_factor(qr, Dk, l2, eps);
+        const float kf = gdn_l2_factor(kr, Dk, l2, eps);
+        const float decay = exp(g[(long)t * Hv + h]);
+        float recalled = 0.0f;
+        for (int i = 0; i < Dk; ++i) {
+            s[i] *= decay;
+            recalled += s[i] * kr[i] * kf;
+        }
+        const float d = (v[((long)t * Hv + h) * Dv + j] - recalled) * beta[(long)t * Hv + h];
+        float o = 0.0f;
+        for (int i = 0; i < Dk; ++i) {
+            s[i] += kr[i] * kf * d;
+            o += s[i] * qr[i] * qf;
+        }
+        out[((long)t * Hv + h) * Dv + j] = o * scale;
+    }
 }

@@ -70,6 +70,8 @@ std::string check(const dwell_graph* g, int32_t id) {
         case DWELL_OP_SCALE:
         case DWELL_OP_SILU:
         case DWELL_OP_GELU:
+        case DWELL_OP_SIGMOID:
+        case DWELL_OP_SOFTPLUS:
         case DWELL_OP_RMS_NORM:
         case DWELL_OP_LAYER_NORM:
         case DWELL_OP_SOFTMAX:
@@ -130,6 +132,16 @@ std::string check(const dwell_graph* g, int32_t id) {
             return f32(in(0)) && contiguous(in(1)) && f32(in(2)) && f32(*out)
                        ? ""
                        : "short_conv operands must be contiguous";
+        case DWELL_OP_SLICE:
+            return f32(in(0)) && contiguous(in(0)) && f32(*out) && contiguous(*out)
+                       ? ""
+                       : "slice operands must be contiguous F32";
+        case DWELL_OP_GATED_DELTA_NET:
+            if (n->n_inputs != 6) return "gated_delta_net takes q, k, v, g, beta and state";
+            for (int i = 0; i < 6; ++i)
+                if (!f32(in(i)) || !contiguous(in(i)))
+                    return "gated_delta_net operands must be contiguous F32";
+            return f32(*out) && contiguous(*out) ? "" : "gated_delta_net output must be F32";
         default:
             return std::string(dwell_op_name(n->op)) + " has no portable OpenCL kernel";
     }
@@ -357,7 +369,11 @@ void launch_binary(NodeRun& r, const NodeView& v) {
 
 void launch_unary(NodeRun& r, const NodeView& v) {
     const cl_mem a = r.wrap(v.in(0), false), o = r.wrap(v.out, true);
-    const cl_int op = v.n.op == DWELL_OP_SCALE ? 0 : v.n.op == DWELL_OP_SILU ? 1 : 2;
+    const cl_int op = v.n.op == DWELL_OP_SCALE      ? 0
+                      : v.n.op == DWELL_OP_SILU     ? 1
+                      : v.n.op == DWELL_OP_SIGMOID  ? 3
+                      : v.n.op == DWELL_OP_SOFTPLUS ? 4
+                                                    : 2;
     r.launch("unary", {v.count}, a, o, op, cl_float(v.n.fparams[0]));
 }
 
@@ -506,6 +522,27 @@ void launch_short_conv(NodeRun& r, const NodeView& v) {
     r.launch("short_conv_state", {static_cast<size_t>(c)}, xm, state, c, k, t);
 }
 
+void launch_slice(NodeRun& r, const NodeView& v) {
+    const cl_mem a = r.wrap(v.in(0), false), o = r.wrap(v.out, true);
+    const cl_int n = cl_int(v.out.ne[0]);
+    r.launch("slice_cols", {static_cast<size_t>(n), v.rows}, a, o, cl_int(v.in(0).ne[0]),
+             cl_int(v.n.iparams[0]), n);
+}
+
+// graph.h: the delta rule over the batch, the state (in5) advanced in place.
+void launch_gated_delta_net(NodeRun& r, const NodeView& v) {
+    const dwell_tensor& q = v.in(0);
+    const dwell_tensor& val = v.in(2);
+    const cl_mem qm = r.wrap(q, false), km = r.wrap(v.in(1), false);
+    const cl_mem vm = r.wrap(val, false), gm = r.wrap(v.in(3), false);
+    const cl_mem bm = r.wrap(v.in(4), false), state = r.wrap(v.in(5), true);
+    const cl_mem o = r.wrap(v.out, true);
+    r.launch("gated_delta_net", {static_cast<size_t>(val.ne[0]), static_cast<size_t>(val.ne[1])},
+             qm, km, vm, gm, bm, state, o, cl_int(q.ne[0]), cl_int(q.ne[1]), cl_int(val.ne[0]),
+             cl_int(val.ne[1]), cl_int(q.ne[2]), cl_int(v.n.iparams[0] == 1),
+             cl_float(v.n.fparams[0]), cl_float(v.n.fparams[1]));
+}
+
 // Launches the kernels of node v.n.
 void launch_kernels(dwell_backend_context& c, NodeRun& r, const NodeView& v,
                     const std::vector<bool>& written) {
@@ -520,7 +557,13 @@ void launch_kernels(dwell_backend_context& c, NodeRun& r, const NodeView& v,
         case DWELL_OP_SCALE:
         case DWELL_OP_SILU:
         case DWELL_OP_GELU:
+        case DWELL_OP_SIGMOID:
+        case DWELL_OP_SOFTPLUS:
             return launch_unary(r, v);
+        case DWELL_OP_SLICE:
+            return launch_slice(r, v);
+        case DWELL_OP_GATED_DELTA_NET:
+            return launch_gated_delta_net(r, v);
         case DWELL_OP_SWIGLU:
             return launch_swiglu(r, v);
         case DWELL_OP_RMS_NORM:

@@ -84,6 +84,31 @@
  *                Then writes the last K - 1 rows of xx into in2: the state
  *                the next batch of the same sequence starts from (LFM2's
  *                short convolution). Only in2 is written; T >= 1.
+ *  SIGMOID       (ABI 1.7) in0 -> 1 / (1 + exp(-in0)), elementwise.
+ *  SOFTPLUS      (ABI 1.7) in0 -> log(1 + exp(in0)), elementwise; in0 itself
+ *                above 20, where the two agree in F32.
+ *  SLICE         (ABI 1.7) in0 [n, ...] -> [m, ...]: out[..][i] =
+ *                in0[..][iparams[0] + i] with m = iparams[1], 0 <= iparams[0]
+ *                and iparams[0] + m <= n: a column range of every row (a fused
+ *                projection's parts, a gate interleaved with its query).
+ *  GATED_DELTA_NET (ABI 1.7) the gated delta rule of linear-attention layers
+ *                (Qwen3.5, Qwen3-Next). in0 q [Dk, Hk, T], in1 k [Dk, Hk, T],
+ *                in2 v [Dv, Hv, T], in3 g [Hv, T] (log decay, <= 0 in
+ *                practice), in4 beta [Hv, T], in5 the layer's carried state
+ *                F32 [Dk, Dv, Hv] from recurrent_state (S_h[j][i] = element
+ *                (i, j, h): row j of head h is value dim j; zeros in a fresh
+ *                sequence). Hv is a multiple of Hk; value head h reads query
+ *                and key head h % Hk. iparams[0] = 1: q and k rows are first
+ *                L2-normalised, x / sqrt(sum x^2 + fparams[1]) with
+ *                fparams[1] > 0 (0: taken as they are); fparams[0] = the
+ *                scale of the output. For each token t
+ *                in order and head h, with q, k, v its rows:
+ *                  S_h *= exp(g[t][h]);
+ *                  d[j] = beta[t][h] * (v[j] - sum_i S_h[j][i] k[i]);
+ *                  S_h[j][i] += k[i] d[j];
+ *                  out[t][h][j] = fparams[0] * sum_i S_h[j][i] q[i]
+ *                -> [Dv, Hv, T]; S_h after the last token is written into
+ *                in5. Only in5 is written; T >= 1.
  *
  * Thread-safety: a graph is immutable while a backend executes it.
  * Ownership: the host owns graphs, tensors and node arrays; a plugin must
@@ -123,9 +148,13 @@ typedef enum dwell_op {
     DWELL_OP_EXPERT_MATMUL = 16,
     DWELL_OP_MOE_COMBINE = 17,
     DWELL_OP_CPY = 18,
-    DWELL_OP_SOFTCAP = 19,    /* ABI 1.5 */
-    DWELL_OP_SHORT_CONV = 20, /* ABI 1.6 */
-    DWELL_OP_COUNT = 21,
+    DWELL_OP_SOFTCAP = 19,         /* ABI 1.5 */
+    DWELL_OP_SHORT_CONV = 20,      /* ABI 1.6 */
+    DWELL_OP_SIGMOID = 21,         /* ABI 1.7 */
+    DWELL_OP_SOFTPLUS = 22,        /* ABI 1.7 */
+    DWELL_OP_SLICE = 23,           /* ABI 1.7 */
+    DWELL_OP_GATED_DELTA_NET = 24, /* ABI 1.7 */
+    DWELL_OP_COUNT = 25,
     DWELL_OP_MIN_ENUM_ = -0x7fffffff - 1, /* 32 bits; any int32 loads safely */
     DWELL_OP_MAX_ENUM_ = 0x7fffffff
 } dwell_op;
@@ -183,11 +212,23 @@ static inline const dwell_node* dwell_graph_node(const dwell_graph* g, int32_t i
 
 static inline const char* dwell_op_name(dwell_op op) {
     static const char* const names[DWELL_OP_COUNT] = {
-        "none",       "get_rows", "matmul",        "add",         "mul",  "scale",  "rms_norm",
-        "layer_norm", "rope",     "attention",     "silu",        "gelu", "swiglu", "softmax",
-        "topk",       "gather",   "expert_matmul", "moe_combine", "cpy",  "softcap",
-        "short_conv"};
+        "none",       "get_rows",      "matmul",      "add",     "mul",
+        "scale",      "rms_norm",      "layer_norm",  "rope",    "attention",
+        "silu",       "gelu",          "swiglu",      "softmax", "topk",
+        "gather",     "expert_matmul", "moe_combine", "cpy",     "softcap",
+        "short_conv", "sigmoid",       "softplus",    "slice",   "gated_delta_net"};
     return (op >= 0 && op < DWELL_OP_COUNT) ? names[op] : "unknown";
+}
+
+/* The tensor (an input) a node advances in place as its layer's carried state
+ * (SHORT_CONV's in2, GATED_DELTA_NET's in5), or -1 when it writes none. */
+static inline int32_t dwell_node_state_tensor(const dwell_node* n) {
+    int32_t op;
+    if (!n) return -1;
+    memcpy(&op, &n->op, sizeof op); /* a raw int: any value loads safely */
+    if (op == DWELL_OP_SHORT_CONV && n->n_inputs == 3) return n->inputs[2];
+    if (op == DWELL_OP_GATED_DELTA_NET && n->n_inputs == 6) return n->inputs[5];
+    return -1;
 }
 
 #ifdef __cplusplus

@@ -72,7 +72,16 @@ typedef struct dwell_model_info {
      * per-sequence states 0 and 1 of each layer that has them; 0 = none.
      * A model with state_elems[0] > 0 is hybrid (see recurrent_state). */
     int64_t state_elems[2];
+    /* ABI 1.7 (check DWELL_HAS_FIELD): DWELL_MODEL_* bits. */
+    uint32_t flags;
 } dwell_model_info;
+
+/* dwell_model_info.flags. STATE_SPANS_CONTEXT: the carried state sums up
+ * every token the sequence has seen (a gated delta net's), not a window of
+ * the last few, so it cannot be kept exact when tokens are dropped: the
+ * host refuses a context shift instead of continuing from a state that
+ * still holds them. */
+enum { DWELL_MODEL_STATE_SPANS_CONTEXT = 1u << 0 };
 
 typedef struct dwell_tensor_decl {
     uint32_t struct_size;

@@ -43,8 +43,10 @@ extern "C" {
  * factor (fparams[2]) (graph.h), dwell_graph_builder.weight_rows (model.h);
  * 1.6 DWELL_OP_SHORT_CONV (graph.h), carried per-sequence state:
  * dwell_model_info.state_elems and dwell_graph_builder.recurrent_state
+ * (model.h); 1.7 DWELL_OP_SIGMOID, SOFTPLUS, SLICE and GATED_DELTA_NET
+ * (graph.h), dwell_model_info.flags with DWELL_MODEL_STATE_SPANS_CONTEXT
  * (model.h). sdk/ABI.md has the details. */
-#define DWELL_ABI_MINOR 6
+#define DWELL_ABI_MINOR 7
 
 #if defined(_WIN32)
 #define DWELL_PLUGIN_EXPORT __declspec(dllexport)

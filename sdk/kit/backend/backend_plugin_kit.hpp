@@ -247,7 +247,7 @@ int32_t supports_via(Context* c, const dwell_graph* g, int32_t node, Check check
 }
 
 // Tensors some node of the graph writes (outputs, the caches ATTENTION
-// fills, the state SHORT_CONV advances): never weights, so never copied
+// fills, the state SHORT_CONV and GATED_DELTA_NET advance): never weights, so never copied
 // once and kept.
 inline std::vector<bool> written_tensors(const dwell_graph* g) {
     std::vector<bool> w(static_cast<size_t>(std::max(g->n_tensors, 0)), false);
@@ -263,7 +263,9 @@ inline std::vector<bool> written_tensors(const dwell_graph* g) {
             const dwell_tensor* in4 = dwell_graph_tensor(g, n->inputs[4]);
             if (in4 != nullptr && in4->dtype != DWELL_I32) mark(n->inputs[4]);
         }
-#if DWELL_ABI_MINOR >= 6
+#if DWELL_ABI_MINOR >= 7
+        mark(dwell_node_state_tensor(n));
+#elif DWELL_ABI_MINOR >= 6
         if (n->op == DWELL_OP_SHORT_CONV && n->n_inputs == 3) mark(n->inputs[2]);
 #endif
     }

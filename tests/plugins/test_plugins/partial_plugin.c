@@ -22,7 +22,8 @@
  * tests of where the scheduler places attention; offer_rope = "1" the same
  * for ROPE. offer_short_conv = "1" accepts SHORT_CONV (ABI 1.6), and
  * graph_compute then scribbles over its state and fails: the host must put
- * the state back before it reruns the node elsewhere.
+ * the state back before it reruns the node elsewhere. offer_gated_delta_net
+ * = "1" does the same with GATED_DELTA_NET (ABI 1.7) and its state (in5).
  *
  * Built twice: as "partial" against this SDK, and as "partial13" reporting
  * ABI 1.3 (PARTIAL_ABI_MINOR), from before the FP8 key encoding. */
@@ -57,6 +58,7 @@ struct dwell_backend_context {
     long offer_attention;
     long offer_rope;
     long offer_short_conv;
+    long offer_gated_delta_net;
 };
 
 enum { kOverrunFloats = 16 };
@@ -125,6 +127,7 @@ static dwell_status context_create(void* self, uint32_t device, const dwell_opti
         if (strcmp(k, "offer_attention") == 0) (*out)->offer_attention = v;
         if (strcmp(k, "offer_rope") == 0) (*out)->offer_rope = v;
         if (strcmp(k, "offer_short_conv") == 0) (*out)->offer_short_conv = v;
+        if (strcmp(k, "offer_gated_delta_net") == 0) (*out)->offer_gated_delta_net = v;
     }
     return DWELL_OK;
 }
@@ -150,6 +153,7 @@ static int32_t supports_op(dwell_backend_context* ctx, const dwell_graph* g, int
     if (n->op == DWELL_OP_ATTENTION && ctx->offer_attention) return 1;
     if (n->op == DWELL_OP_ROPE && ctx->offer_rope) return 1;
     if (n->op == DWELL_OP_SHORT_CONV && ctx->offer_short_conv) return 1;
+    if (n->op == DWELL_OP_GATED_DELTA_NET && ctx->offer_gated_delta_net) return 1;
     if (n->op != DWELL_OP_ADD || n->n_inputs != 2) {
         snprintf(ctx->error, sizeof ctx->error, "only add is supported here");
         return 0;
@@ -171,13 +175,14 @@ static dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph*
     }
     for (size_t i = 0; i < n_ids; ++i) {
         const dwell_op op = dwell_graph_node(g, ids[i])->op;
-        if (op == DWELL_OP_SHORT_CONV) {
+        if (op == DWELL_OP_SHORT_CONV || op == DWELL_OP_GATED_DELTA_NET) {
             /* A device that failed halfway through: the state is half
              * advanced (here: garbage) when the error comes back. */
             const dwell_node* n = dwell_graph_node(g, ids[i]);
-            const dwell_tensor* st = dwell_graph_tensor(g, n->inputs[2]);
+            const dwell_tensor* st = dwell_graph_tensor(g, dwell_node_state_tensor(n));
             for (int64_t j = 0; j < dwell_tensor_nelements(st); ++j) ((float*)st->data)[j] = 1e3f;
-            snprintf(ctx->error, sizeof ctx->error, "short_conv failed halfway (injected)");
+            snprintf(ctx->error, sizeof ctx->error, "%s failed halfway (injected)",
+                     dwell_op_name(op));
             return DWELL_ERR_INTERNAL;
         }
         if (op == DWELL_OP_ATTENTION || op == DWELL_OP_ROPE) {

@@ -131,6 +131,47 @@ void run_softcap(const NodeArgs& a, ThreadPool& pool) {
     });
 }
 
+// As llama.cpp: 1 / (1 + exp(-x)) in float.
+void run_sigmoid(const NodeArgs& a, ThreadPool& pool) {
+    const int64_t n = a.output().ne[0];
+    for_each_row(a, pool, [n](const float* x, float* y) {
+        for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+    });
+}
+
+// Above 20, log(1 + exp(x)) rounds to x in F32; exp would overflow soon after.
+void run_softplus(const NodeArgs& a, ThreadPool& pool) {
+    const int64_t n = a.output().ne[0];
+    for_each_row(a, pool, [n](const float* x, float* y) {
+        for (int64_t i = 0; i < n; ++i)
+            y[i] = x[i] > 20.0f ? x[i] : std::log(1.0f + std::exp(x[i]));
+    });
+}
+
+OpVerdict check_slice(const NodeArgs& a) {
+    const dwell_tensor& x = a.input(0);
+    const dwell_tensor& out = a.output();
+    if (x.dtype != DWELL_F32) return unsupported("input must be F32");
+    const int64_t first = a.node->iparams[0];
+    const int64_t n = a.node->iparams[1];
+    if (first < 0 || n < 1 || first + n > x.ne[0])
+        return invalid("columns " + std::to_string(first) + " + " + std::to_string(n) +
+                       " do not fit in rows of " + shape_string(x));
+    bool ok = out.dtype == DWELL_F32 && out.ne[0] == n;
+    for (int d = 1; d < DWELL_MAX_DIMS; ++d) ok = ok && out.ne[d] == x.ne[d];
+    if (!ok)
+        return invalid("output must be F32 [" + std::to_string(n) + ", ...] over the rows of " +
+                       shape_string(x) + ", got " + shape_string(out));
+    return std::nullopt;
+}
+
+void run_slice(const NodeArgs& a, ThreadPool& pool) {
+    const int64_t first = a.node->iparams[0];
+    const int64_t n = a.output().ne[0];
+    for_each_row(a, pool,
+                 [first, n](const float* x, float* y) { std::copy(x + first, x + first + n, y); });
+}
+
 OpVerdict check_swiglu(const NodeArgs& a) {
     const dwell_tensor& gate = a.input(0);
     const dwell_tensor& up = a.input(1);

@@ -81,6 +81,10 @@ void run_silu(const NodeArgs& a, ThreadPool& pool);
 void run_gelu(const NodeArgs& a, ThreadPool& pool);
 OpVerdict check_softcap(const NodeArgs& a);  // ABI 1.5
 void run_softcap(const NodeArgs& a, ThreadPool& pool);
+void run_sigmoid(const NodeArgs& a, ThreadPool& pool);   // ABI 1.7
+void run_softplus(const NodeArgs& a, ThreadPool& pool);  // ABI 1.7
+OpVerdict check_slice(const NodeArgs& a);                // ABI 1.7
+void run_slice(const NodeArgs& a, ThreadPool& pool);
 OpVerdict check_swiglu(const NodeArgs& a);
 void run_swiglu(const NodeArgs& a, ThreadPool& pool);
 
@@ -120,5 +124,9 @@ void run_cpy(const NodeArgs& a, ThreadPool& pool);
 // SHORT_CONV (ABI 1.6): writes its state, in2, besides the output.
 OpVerdict check_short_conv(const NodeArgs& a);
 void run_short_conv(const NodeArgs& a, ThreadPool& pool);
+
+// GATED_DELTA_NET (ABI 1.7): writes its state input (in5) in place.
+OpVerdict check_gated_delta_net(const NodeArgs& a);
+void run_gated_delta_net(const NodeArgs& a, ThreadPool& pool);
 
 }  // namespace dwell::cpu

@@ -69,6 +69,14 @@ constexpr KernelEntry kernel_for(int32_t op) {
             return {1, check_softcap, run_softcap, true};
         case DWELL_OP_SHORT_CONV:
             return {3, check_short_conv, run_short_conv, false};
+        case DWELL_OP_SIGMOID:
+            return {1, check_unary, run_sigmoid, true};
+        case DWELL_OP_SOFTPLUS:
+            return {1, check_unary, run_softplus, true};
+        case DWELL_OP_SLICE:
+            return {1, check_slice, run_slice, false};
+        case DWELL_OP_GATED_DELTA_NET:
+            return {6, check_gated_delta_net, run_gated_delta_net, false};
         default:
             return {};
     }
@@ -143,15 +151,15 @@ OpVerdict check_layout(const dwell_tensor& t, std::string_view role, bool need_d
 }
 
 // Calls f(id) for each tensor the node writes: its output, ATTENTION's
-// cache inputs and SHORT_CONV's state (graph.h). Safe on unchecked nodes:
-// ids are range-checked.
+// cache inputs and the state SHORT_CONV and GATED_DELTA_NET advance (graph.h). Safe on unchecked
+// nodes: ids are range-checked.
 template <typename F>
 void for_each_written(const dwell_graph* graph, const dwell_node& node, F&& f) {
     auto visit = [&](int32_t id) {
         if (id >= 0 && id < graph->n_tensors) f(id);
     };
     visit(node.output);
-    if (raw_enum(&node.op) == DWELL_OP_SHORT_CONV && node.n_inputs >= 3) visit(node.inputs[2]);
+    visit(dwell_node_state_tensor(&node));
     if (raw_enum(&node.op) != DWELL_OP_ATTENTION || node.n_inputs < 5) return;
     visit(node.inputs[3]);
     const dwell_tensor* in4 = dwell_graph_tensor(graph, node.inputs[4]);

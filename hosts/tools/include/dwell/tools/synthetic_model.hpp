@@ -10,7 +10,11 @@
 // long factors with an attention factor), lfm2 (hybrid: every third layer,
 // 2, 5, ..., is a QK-norm attention layer, the others gated short
 // convolutions over conv_l_cache taps; head_count_kv is the per-layer array
-// with 0 for those, and the final norm is token_embd_norm). The vocabulary is either taken
+// with 0 for those, and the final norm is token_embd_norm), qwen35 (hybrid:
+// every fourth layer, 3, 7, ..., is gated full attention with QK-norm and
+// rotary on half the head, the others gated delta nets with n_head value
+// heads over n_head_kv key heads of head_dim, a conv_l_cache-tap
+// convolution, post_attention_norm before the FFN). The vocabulary is either taken
 // from a sentencepiece .model file or generated: for qwen2, qwen3 and
 // qwen3moe a byte-level BPE one (synthetic_bpe_vocab.hpp, pre-tokenizer
 // "qwen2"); otherwise control
@@ -45,11 +49,12 @@ enum class SyntheticFamily {
     gemma3,
     llama3,
     phi3,
-    lfm2
+    lfm2,
+    qwen35
 };
 
 // "llama", "qwen2", "gemma", "mixtral", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3",
-// "llama3", "phi3", "lfm2".
+// "llama3", "phi3", "lfm2", "qwen35".
 const char* synthetic_family_name(SyntheticFamily f);
 // Throws dwell::Error naming the accepted names for an unknown one.
 SyntheticFamily parse_synthetic_family(std::string_view name);
