@@ -13,13 +13,6 @@ inline float silu(float x) {
     return x / (1.0f + std::exp(-x));
 }
 
-// The tanh approximation of GELU.
-inline float gelu_tanh(float x) {
-    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-    constexpr float kCoef = 0.044715f;
-    return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
-}
-
 // y = softmax(x) over n values; x and y may be the same array. The exps are
 // f32, their sum is accumulated in double (as ggml does) so long rows do not
 // lose small terms.

@@ -1,7 +1,7 @@
 // ADD, MUL (in1 same shape as in0, or broadcast along any dim where it has
 // size 1 — which includes an [n] vector over all rows), SCALE, SILU, GELU,
 // SWIGLU. All F32, parallel over rows. Rows go through the vector math
-// table (vec_math.hpp), except GELU's tanh, which stays scalar.
+// table (vec_math.hpp).
 #include <algorithm>
 #include <cmath>
 
@@ -109,9 +109,8 @@ void run_silu(const NodeArgs& a, ThreadPool& pool) {
 
 void run_gelu(const NodeArgs& a, ThreadPool& pool) {
     const int64_t n = a.output().ne[0];
-    for_each_row(a, pool, [n](const float* x, float* y) {
-        for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(x[i]);
-    });
+    const VecKernels& vk = vec_kernels();
+    for_each_row(a, pool, [n, &vk](const float* x, float* y) { vk.gelu(x, y, n); });
 }
 
 OpVerdict check_softcap(const NodeArgs& a) {

@@ -159,6 +159,14 @@ void swiglu_scalar(const float* gate, const float* up, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = silu1(gate[i]) * up[i];
 }
 
+void gelu_scalar(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        const float u = kGeluSqrt2OverPi * v * (1.0f + kGeluCoef * (v * v));
+        y[i] = v / (1.0f + std::exp(-2.0f * u));
+    }
+}
+
 void add_scalar(const float* a, const float* b, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
@@ -208,6 +216,7 @@ VecKernels vec_kernels_for(SimdLevel level) {
     k.max = max_scalar;
     k.exp_sum = exp_sum_scalar;
     k.silu = silu_scalar;
+    k.gelu = gelu_scalar;
     k.swiglu = swiglu_scalar;
     k.add = add_scalar;
     k.mul = mul_scalar;

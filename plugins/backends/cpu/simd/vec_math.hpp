@@ -12,7 +12,7 @@
 //   - sum_squares, exp_sum's sum: float terms summed in double in another
 //     order, so they agree to double rounding;
 //   - max: exact (order does not matter), NaN aside;
-//   - exp_sum's values, silu, swiglu: SIMD levels use their own expf, whose
+//   - exp_sum's values, silu, swiglu, gelu: SIMD levels use their own expf, whose
 //     error is at most 2 ulp (see vec_math_exp.hpp), where the scalar table
 //     uses the C library's.
 // All entries accept any n >= 0; f32 arrays need only 4-byte alignment and
@@ -28,6 +28,10 @@
 #include "simd/simd_dots.hpp"
 
 namespace dwell::cpu {
+
+// GELU's tanh approximation: sqrt(2/pi) and the cubic term's coefficient.
+constexpr float kGeluSqrt2OverPi = 0.79788456080286535587989211986876f;
+constexpr float kGeluCoef = 0.044715f;
 
 // A plain aggregate without member initialisers, so the SIMD translation
 // units that fill it emit no inline constructor compiled with their flags.
@@ -89,6 +93,11 @@ struct VecKernels {
     void (*silu)(const float* x, float* y, int64_t n);
     // y[i] = silu(gate[i]) * up[i]; y may be gate or up.
     void (*swiglu)(const float* gate, const float* up, float* y, int64_t n);
+    // GELU's tanh approximation, 0.5 x (1 + tanh(u)) with
+    // u = sqrt(2/pi) (x + 0.044715 x^3), computed as x / (1 + exp(-2u)) (the
+    // same function, without tanh's cancellation for negative x, and
+    // through each level's own expf as silu); y may be x.
+    void (*gelu)(const float* x, float* y, int64_t n);
     // y[i] = a[i] + b[i], y[i] = a[i] * b[i]; y may be a or b.
     void (*add)(const float* a, const float* b, float* y, int64_t n);
     void (*mul)(const float* a, const float* b, float* y, int64_t n);

@@ -553,6 +553,45 @@ TEST_P(VecMath, ExpSum) {
 // value for the SIMD side and ~2 for the scalar one; swiglu adds a
 // multiply. No cancellation anywhere, so the bounds are relative to the
 // result.
+// GELU against tanh's form in double, the independent reference: the
+// x / (1 + exp(-2u)) form keeps a few ulp where 0.5 x (1 + tanh(u)) would
+// cancel (negative x), and each level against the scalar table.
+TEST_P(VecMath, Gelu) {
+    uint32_t seed = 900;
+    for (int64_t n : kLengths) {
+        auto x = random_floats(static_cast<size_t>(n), seed++, -6.0f, 6.0f);
+        const auto wide = random_floats(static_cast<size_t>(n), seed++, -60.0f, 60.0f);
+        for (int64_t i = 0; i < n; i += 5) x[sz(i)] = wide[sz(i)];
+        FloatBuf bx(x, 1);
+        std::vector<float> want(sz(n)), got(sz(n));
+        ref_.gelu(bx.data(), want.data(), n);
+        vk_.gelu(bx.data(), got.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+            const double v = x[sz(i)];
+            const double u = std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+            const double exact = 0.5 * v * (1.0 + std::tanh(u));
+            EXPECT_LE(ulps(got[sz(i)], want[sz(i)]), 5.0) << "gelu x=" << v << " n=" << n;
+            // float rounding of u, amplified by |x| and |u|.
+            EXPECT_NEAR(got[sz(i)], exact,
+                        1e-6 * std::max(1.0, std::fabs(v)) * std::max(1.0, std::fabs(u)))
+                << "gelu x=" << v;
+        }
+        vk_.gelu(bx.data(), bx.data(), n);
+        EXPECT_TRUE(bits_equal(bx.vec(sz(n)), got)) << "in place n=" << n;
+    }
+    // exp(-2u) overflows to inf for very negative x (gelu -> -0) and
+    // vanishes for large x (gelu -> x).
+    const std::vector<float> edge = {-100.0f, -30.0f, 30.0f, 0.0f, 1e20f, -1e20f};
+    std::vector<float> ey(edge.size());
+    vk_.gelu(edge.data(), ey.data(), static_cast<int64_t>(edge.size()));
+    EXPECT_EQ(ey[0], 0.0f);
+    EXPECT_EQ(ey[1], 0.0f);
+    EXPECT_EQ(ey[2], 30.0f);
+    EXPECT_EQ(ey[3], 0.0f);
+    EXPECT_EQ(ey[4], 1e20f);
+    EXPECT_EQ(ey[5], 0.0f);
+}
+
 TEST_P(VecMath, SiluAndSwiglu) {
     uint32_t seed = 700;
     for (int64_t n : kLengths) {

@@ -79,6 +79,15 @@ inline float32x4_t silu4(float32x4_t x) {
     return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), exp4(vnegq_f32(x))));
 }
 
+// As gelu_scalar (a multiply then an add each, never fused).
+inline float32x4_t gelu4(float32x4_t x) {
+    const float32x4_t x2 = vmulq_f32(x, x);
+    const float32x4_t inner = vaddq_f32(vdupq_n_f32(1.0f), vmulq_f32(vdupq_n_f32(kGeluCoef), x2));
+    const float32x4_t u = vmulq_f32(vmulq_f32(vdupq_n_f32(kGeluSqrt2OverPi), x), inner);
+    const float32x4_t t = vmulq_f32(vdupq_n_f32(-2.0f), u);
+    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), exp4(t)));
+}
+
 float dot_f32_neon(const float* x, const float* y, int64_t n) {
     // Four accumulators hide the FMA latency.
     float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
@@ -378,6 +387,12 @@ void silu_neon(const float* x, float* y, int64_t n) {
     if (i < n) store_partial(y + i, silu4(Tail(x + i, n - i).load()), n - i);
 }
 
+void gelu_neon(const float* x, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, gelu4(vld1q_f32(x + i)));
+    if (i < n) store_partial(y + i, gelu4(Tail(x + i, n - i).load()), n - i);
+}
+
 void swiglu_neon(const float* gate, const float* up, float* y, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -458,6 +473,7 @@ void fill_vec_kernels_neon(VecKernels& k) {
     k.max = max_neon;
     k.exp_sum = exp_sum_neon;
     k.silu = silu_neon;
+    k.gelu = gelu_neon;
     k.swiglu = swiglu_neon;
     k.add = add_neon;
     k.mul = mul_neon;

@@ -95,6 +95,17 @@ inline __m256 silu8(__m256 x) {
     return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(neg)));
 }
 
+// x / (1 + exp(-2u)), u = sqrt(2/pi) x (1 + 0.044715 x^2), as gelu_scalar
+// (a multiply then an add each, never fused).
+inline __m256 gelu8(__m256 x) {
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    const __m256 inner =
+        _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_mul_ps(_mm256_set1_ps(kGeluCoef), x2));
+    const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(kGeluSqrt2OverPi), x), inner);
+    const __m256 t = _mm256_mul_ps(_mm256_set1_ps(-2.0f), u);
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(t)));
+}
+
 float dot_f32_avx2(const float* x, const float* y, int64_t n) {
     // Four accumulators hide the FMA latency.
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -417,6 +428,12 @@ void silu_avx2(const float* x, float* y, int64_t n) {
     if (i < n) store_partial(y + i, silu8(Tail(x + i, n - i).load()), n - i);
 }
 
+void gelu_avx2(const float* x, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
+    if (i < n) store_partial(y + i, gelu8(Tail(x + i, n - i).load()), n - i);
+}
+
 void swiglu_avx2(const float* gate, const float* up, float* y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -505,6 +522,7 @@ void fill_vec_kernels_avx2(VecKernels& k) {
     k.max = max_avx2;
     k.exp_sum = exp_sum_avx2;
     k.silu = silu_avx2;
+    k.gelu = gelu_avx2;
     k.swiglu = swiglu_avx2;
     k.add = add_avx2;
     k.mul = mul_avx2;

@@ -73,6 +73,16 @@ inline __m512 silu16(__m512 x) {
     return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(neg)));
 }
 
+// As gelu_scalar (a multiply then an add each, never fused).
+inline __m512 gelu16(__m512 x) {
+    const __m512 x2 = _mm512_mul_ps(x, x);
+    const __m512 inner =
+        _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(_mm512_set1_ps(kGeluCoef), x2));
+    const __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluSqrt2OverPi), x), inner);
+    const __m512 t = _mm512_mul_ps(_mm512_set1_ps(-2.0f), u);
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(t)));
+}
+
 float dot_f32_avx512(const float* x, const float* y, int64_t n) {
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t i = 0;
@@ -490,6 +500,15 @@ void silu_avx512(const float* x, float* y, int64_t n) {
     }
 }
 
+void gelu_avx512(const float* x, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, gelu16(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
 void swiglu_avx512(const float* gate, const float* up, float* y, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -548,6 +567,7 @@ void fill_vec_kernels_avx512(VecKernels& k) {
     k.max = max_avx512;
     k.exp_sum = exp_sum_avx512;
     k.silu = silu_avx512;
+    k.gelu = gelu_avx512;
     k.swiglu = swiglu_avx512;
     k.add = add_avx512;
     k.mul = mul_avx512;
