@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -299,6 +300,34 @@ void Stories260KReference::SetUp() {
     if (!std::filesystem::exists(md)) GTEST_SKIP() << "reference " << md << " not found";
     ref_ = load_reference(md);
     ASSERT_GE(ref_.cases.size(), 2u) << "could not parse " << md;
+}
+
+RuntimeOptions session_options(const TempDir& dir, const std::string& name, int prefix_cache_mb) {
+    // Built with append: GCC 12's -Wrestrict misreads a chain of operator+.
+    std::string text = "[device]\nname = \"";
+    text.append(name).append("\"\n[[backend]]\nplugin = \"cpu\"\n[kv]\ndtype = \"f16\"\n");
+    text.append("prefix_cache_mb = ").append(std::to_string(prefix_cache_mb)).append("\n");
+    std::string file = "m";
+    file.append(std::to_string(prefix_cache_mb)).append(".toml");
+    RuntimeOptions o;
+    o.manifest = dir.write(file, text);
+    o.threads = 2;
+    return o;
+}
+
+std::vector<int32_t> spread_prompt(int32_t n, int32_t seed) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i)
+        ids[static_cast<size_t>(i)] = (i * 37 + seed * 101 + 7) % 500 + 3;
+    return ids;
+}
+
+int32_t argmax_of(std::span<const float> v) {
+    return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+std::vector<float> to_vector(std::span<const float> v) {
+    return {v.begin(), v.end()};
 }
 
 }  // namespace dwell::test

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,14 @@ std::filesystem::path write_small_model(const TempDir& dir);
 // play, F32 weights large enough that attention and the FFN dominate the
 // residual stream. A change here changes the files' sha256.
 SyntheticModelSpec family_reference_spec(SyntheticFamily family);
+
+// Runtime options for session tests: a cpu-only manifest written into
+// `dir` (device `name`, F16 KV, the given prefix cache), two threads.
+RuntimeOptions session_options(const TempDir& dir, const std::string& name, int prefix_cache_mb);
+// n token ids spread over 3..502, different per seed.
+std::vector<int32_t> spread_prompt(int32_t n, int32_t seed);
+int32_t argmax_of(std::span<const float> v);
+std::vector<float> to_vector(std::span<const float> v);
 
 // What to change in a copy of a GGUF file (edited_gguf_copy).
 struct GgufEdit {

@@ -50,35 +50,6 @@ fs::path write_hybrid_model(const TempDir& dir) {
     return p;
 }
 
-RuntimeOptions manifest_options(const TempDir& dir, int prefix_cache_mb) {
-    RuntimeOptions o;
-    // Built with append: GCC 12's -Wrestrict misreads a chain of operator+.
-    std::string text =
-        "[device]\nname = \"hybrid session test\"\n[[backend]]\nplugin = \"cpu\"\n[kv]\n"
-        "dtype = \"f16\"\nprefix_cache_mb = ";
-    text.append(std::to_string(prefix_cache_mb)).append("\n");
-    std::string name = "m";
-    name.append(std::to_string(prefix_cache_mb)).append(".toml");
-    o.manifest = dir.write(name, text);
-    o.threads = 2;
-    return o;
-}
-
-std::vector<int32_t> prompt_of(int32_t n, int32_t seed) {
-    std::vector<int32_t> ids(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; ++i)
-        ids[static_cast<size_t>(i)] = (i * 37 + seed * 101 + 7) % 500 + 3;
-    return ids;
-}
-
-int32_t argmax(std::span<const float> v) {
-    return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-std::vector<float> copy(std::span<const float> v) {
-    return {v.begin(), v.end()};
-}
-
 // What a session computed: the logits after its input, then after each
 // token fed one per step.
 struct Trace {
@@ -89,19 +60,19 @@ struct Trace {
 // Greedy: n tokens after what the session holds, one per step.
 Trace continue_greedy(Session& s, int32_t n) {
     Trace t;
-    t.logits.push_back(copy(s.last_logits()));
+    t.logits.push_back(to_vector(s.last_logits()));
     for (int32_t i = 0; i < n; ++i) {
-        const int32_t next = argmax(t.logits.back());
+        const int32_t next = argmax_of(t.logits.back());
         t.tokens.push_back(next);
-        t.logits.push_back(copy(s.decode(std::span<const int32_t>(&next, 1))));
+        t.logits.push_back(to_vector(s.decode(std::span<const int32_t>(&next, 1))));
     }
     return t;
 }
 
 // Feeds `tokens` one per step; the logits after each, led by the current ones.
 std::vector<std::vector<float>> replay(Session& s, std::span<const int32_t> tokens) {
-    std::vector<std::vector<float>> out{copy(s.last_logits())};
-    for (int32_t t : tokens) out.push_back(copy(s.decode(std::span<const int32_t>(&t, 1))));
+    std::vector<std::vector<float>> out{to_vector(s.last_logits())};
+    for (int32_t t : tokens) out.push_back(to_vector(s.decode(std::span<const int32_t>(&t, 1))));
     return out;
 }
 
@@ -120,7 +91,7 @@ protected:
     // A session of its own runtime (no prefix cache) fed `prompt` in one
     // call, then n greedy tokens.
     Trace independent(std::span<const int32_t> prompt, int32_t n, SessionOptions so = {}) {
-        Runtime runtime(manifest_options(dir_, 0));
+        Runtime runtime(session_options(dir_, "hybrid session test", 0));
         auto model = Model::load(runtime, model_path_);
         Session s(runtime, model, so);
         s.decode(prompt);
@@ -131,7 +102,7 @@ protected:
 };
 
 TEST_F(HybridSessions, TheModelCarriesAStateTheSessionHolds) {
-    Runtime runtime(manifest_options(dir_, 0));
+    Runtime runtime(session_options(dir_, "hybrid session test", 0));
     auto model = Model::load(runtime, model_path_);
     // n_embd * (L_cache - 1) values per layer, every layer.
     EXPECT_EQ(model->info().state_elems[0], 512 * 2);
@@ -139,16 +110,16 @@ TEST_F(HybridSessions, TheModelCarriesAStateTheSessionHolds) {
     Session s(runtime, model);
     EXPECT_EQ(s.recurrent_state().all().size(), 3u * 512 * 2);
     EXPECT_TRUE(state_is_zero(s));
-    s.decode(prompt_of(5, 1));
+    s.decode(spread_prompt(5, 1));
     EXPECT_FALSE(state_is_zero(s));
 }
 
 // Layers 0 and 1 never attend: only layer 2 gets KV pages.
 TEST_F(HybridSessions, OnlyTheAttentionLayersGetKvPages) {
-    Runtime runtime(manifest_options(dir_, 0));
+    Runtime runtime(session_options(dir_, "hybrid session test", 0));
     auto model = Model::load(runtime, model_path_);
     Session s(runtime, model);
-    s.decode(prompt_of(20, 14));  // 2 logical pages of 16 positions
+    s.decode(spread_prompt(20, 14));  // 2 logical pages of 16 positions
     EXPECT_EQ(s.kv_cache().pages_held(), 2 * 1 * 2);
     EXPECT_EQ(runtime.kv_pages().pages_in_use(), 2 * 1 * 2);
     EXPECT_TRUE(s.kv_cache().uses_layer(2));
@@ -158,26 +129,26 @@ TEST_F(HybridSessions, OnlyTheAttentionLayersGetKvPages) {
 }
 
 TEST_F(HybridSessions, AForkCopiesTheStateAndContinuesLikeAnIndependentSession) {
-    const auto prompt = prompt_of(37, 1);
+    const auto prompt = spread_prompt(37, 1);
     const Trace want = independent(prompt, 16);
-    Runtime runtime(manifest_options(dir_, 0));
+    Runtime runtime(session_options(dir_, "hybrid session test", 0));
     auto model = Model::load(runtime, model_path_);
     Session a(runtime, model);
     a.decode(prompt);
-    const std::vector<float> at_fork = copy(a.recurrent_state().all());
+    const std::vector<float> at_fork = to_vector(a.recurrent_state().all());
     std::unique_ptr<Session> b = a.fork();
-    EXPECT_EQ(copy(b->recurrent_state().all()), at_fork);
+    EXPECT_EQ(to_vector(b->recurrent_state().all()), at_fork);
     EXPECT_NE(b->recurrent_state().all().data(), a.recurrent_state().all().data());
     // b goes first: a's state must not move with it (copied, not shared).
     EXPECT_EQ(replay(*b, want.tokens), want.logits);
-    EXPECT_EQ(copy(a.recurrent_state().all()), at_fork);
+    EXPECT_EQ(to_vector(a.recurrent_state().all()), at_fork);
     EXPECT_EQ(replay(a, want.tokens), want.logits);
 }
 
 TEST_F(HybridSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
-    const auto prompt = prompt_of(29, 2);
+    const auto prompt = spread_prompt(29, 2);
     const Trace want = independent(prompt, 12);
-    Runtime runtime(manifest_options(dir_, 0));
+    Runtime runtime(session_options(dir_, "hybrid session test", 0));
     auto model = Model::load(runtime, model_path_);
     const fs::path file = dir_.path() / "hybrid.dwses";
     std::vector<float> saved;
@@ -186,12 +157,12 @@ TEST_F(HybridSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
         a.decode(prompt);
         // Four tokens in, so the state holds generated tokens too.
         replay(a, std::span<const int32_t>(want.tokens).first(4));
-        saved = copy(a.recurrent_state().all());
+        saved = to_vector(a.recurrent_state().all());
         a.save(file);
     }
     std::unique_ptr<Session> r = Session::restore(runtime, model, file);
-    EXPECT_EQ(copy(r->recurrent_state().all()), saved);
-    EXPECT_EQ(copy(r->last_logits()), want.logits[4]);
+    EXPECT_EQ(to_vector(r->recurrent_state().all()), saved);
+    EXPECT_EQ(to_vector(r->last_logits()), want.logits[4]);
     const auto rest = std::span<const int32_t>(want.tokens).subspan(4);
     const std::vector<std::vector<float>> got = replay(*r, rest);
     EXPECT_EQ(got, std::vector<std::vector<float>>(want.logits.begin() + 4, want.logits.end()));
@@ -215,13 +186,13 @@ private:
 TEST_F(HybridSessions, AFailedStepLeavesTheStateAsItWas) {
     SessionOptions so;
     so.n_batch = 8;
-    const auto prompt = prompt_of(20, 3), more = prompt_of(24, 4);
-    Runtime runtime(manifest_options(dir_, 0));
+    const auto prompt = spread_prompt(20, 3), more = spread_prompt(24, 4);
+    Runtime runtime(session_options(dir_, "hybrid session test", 0));
     auto model = Model::load(runtime, model_path_);
     Session s(runtime, model, so);
     s.decode(prompt);
-    const std::vector<float> before = copy(s.recurrent_state().all());
-    const std::vector<float> logits_before = copy(s.last_logits());
+    const std::vector<float> before = to_vector(s.recurrent_state().all());
+    const std::vector<float> logits_before = to_vector(s.last_logits());
 
     // The next step logs its placement before it runs its first batch of
     // 8: the hook cancels then, so the second batch is refused after the
@@ -248,27 +219,27 @@ TEST_F(HybridSessions, AFailedStepLeavesTheStateAsItWas) {
     ASSERT_TRUE(hooked);
     s.clear_cancel();
     EXPECT_EQ(s.n_past(), 20);
-    EXPECT_EQ(copy(s.recurrent_state().all()), before);
-    EXPECT_EQ(copy(s.last_logits()), logits_before);
+    EXPECT_EQ(to_vector(s.recurrent_state().all()), before);
+    EXPECT_EQ(to_vector(s.last_logits()), logits_before);
 
     // It goes on as a session that never failed.
     std::vector<int32_t> all = prompt;
     all.insert(all.end(), more.begin(), more.end());
-    Runtime other(manifest_options(dir_, 0));
+    Runtime other(session_options(dir_, "hybrid session test", 0));
     auto model2 = Model::load(other, model_path_);
     Session clean(other, model2, so);
     clean.decode(prompt);
-    EXPECT_EQ(copy(clean.decode(more)), copy(s.decode(more)));
-    EXPECT_EQ(copy(clean.recurrent_state().all()), copy(s.recurrent_state().all()));
+    EXPECT_EQ(to_vector(clean.decode(more)), to_vector(s.decode(more)));
+    EXPECT_EQ(to_vector(clean.recurrent_state().all()), to_vector(s.recurrent_state().all()));
 }
 
 // Layers 0 and 1 see no attention: their inputs, and so their states,
 // depend on the tokens alone. A shift that kept the state as it is gives
 // them the very state of a session that never shifted.
 TEST_F(HybridSessions, AContextShiftKeepsTheState) {
-    const auto prompt = prompt_of(64, 5);
+    const auto prompt = spread_prompt(64, 5);
     const int32_t next = 42;
-    Runtime runtime(manifest_options(dir_, 0));
+    Runtime runtime(session_options(dir_, "hybrid session test", 0));
     auto model = Model::load(runtime, model_path_);
     SessionOptions so;
     so.n_ctx = 64;
@@ -286,16 +257,16 @@ TEST_F(HybridSessions, AContextShiftKeepsTheState) {
     b.decode(std::span<const int32_t>(&next, 1));
     EXPECT_EQ(b.n_shifted(), 0);
     EXPECT_FALSE(state_is_zero(a));
-    EXPECT_EQ(copy(a.recurrent_state().all()), copy(b.recurrent_state().all()));
+    EXPECT_EQ(to_vector(a.recurrent_state().all()), to_vector(b.recurrent_state().all()));
 }
 
 // Pages go to the prefix cache with the state after them where a batch
 // ended; another session adopts pages up to the last one with a state and
 // then continues like an independent session.
 TEST_F(HybridSessions, PrefixCachePagesCarryTheStateAfterThem) {
-    Runtime runtime(manifest_options(dir_, 64));
+    Runtime runtime(session_options(dir_, "hybrid session test", 64));
     auto model = Model::load(runtime, model_path_);
-    const auto base = prompt_of(50, 6);
+    const auto base = spread_prompt(50, 6);
     // 50 tokens run as 48 (cut at the page boundary) and 2: only the page
     // ending at 48 has a state.
     Session a(runtime, model);
@@ -304,7 +275,7 @@ TEST_F(HybridSessions, PrefixCachePagesCarryTheStateAfterThem) {
 
     const auto with_tail = [&](size_t n, int32_t seed) {
         std::vector<int32_t> p(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(n));
-        const auto tail = prompt_of(10, seed);
+        const auto tail = spread_prompt(10, seed);
         p.insert(p.end(), tail.begin(), tail.end());
         return p;
     };
@@ -330,17 +301,17 @@ TEST_F(HybridSessions, PrefixCachePagesCarryTheStateAfterThem) {
     {
         // One token per step leaves a state at every boundary: a prompt
         // sharing two pages with it adopts them.
-        const auto p = prompt_of(33, 9);
+        const auto p = spread_prompt(33, 9);
         Session d(runtime, model);
         for (int32_t t : p) d.decode(std::span<const int32_t>(&t, 1));
         std::vector<int32_t> q(p.begin(), p.begin() + 32);
-        const auto tail = prompt_of(6, 10);
+        const auto tail = spread_prompt(6, 10);
         q.insert(q.end(), tail.begin(), tail.end());
         Session e(runtime, model);
         e.decode(q);
         EXPECT_EQ(e.n_cached_tokens(), 32);
         // The independent session runs the 32 tokens one per step too.
-        Runtime solo(manifest_options(dir_, 0));
+        Runtime solo(session_options(dir_, "hybrid session test", 0));
         auto solo_model = Model::load(solo, model_path_);
         Session f(solo, solo_model);
         for (size_t i = 0; i < 32; ++i) f.decode(std::span<const int32_t>(&q[i], 1));
@@ -354,7 +325,7 @@ TEST_F(HybridSessions, PrefixCachePagesCarryTheStateAfterThem) {
 // the scheduler reruns the node on the cpu from the state as it was, so
 // the tokens and logits are a cpu-only run's.
 TEST_F(HybridSessions, AShortConvRetriedElsewhereStartsFromTheStateBeforeTheFailedTry) {
-    const auto prompt = prompt_of(21, 11);
+    const auto prompt = spread_prompt(21, 11);
     const Trace want = independent(prompt, 6);
     // Direct calls (the host puts the state back), and isolated steps on
     // the backend's thread (its scribbles stay in the step's own copy).
@@ -382,7 +353,7 @@ TEST_F(HybridSessions, AShortConvRetriedElsewhereStartsFromTheStateBeforeTheFail
 // Isolated steps run on copies of what the nodes touch: the state a
 // SHORT_CONV advances must come back with the results.
 TEST_F(HybridSessions, IsolatedStepsBringTheAdvancedStateBack) {
-    const auto prompt = prompt_of(19, 13);
+    const auto prompt = spread_prompt(19, 13);
     const Trace want = independent(prompt, 6);
     RuntimeOptions o;
     o.manifest = dir_.write("isolated.toml",
@@ -409,7 +380,7 @@ TEST_F(HybridSessions, BackendsBeforeAbi16GetNoShortConvolution) {
     ASSERT_EQ(rt.backends().size(), 2u);
     auto model = Model::load(rt, model_path_);
     Session s(rt, model);
-    s.decode(prompt_of(4, 12));
+    s.decode(spread_prompt(4, 12));
     const std::string summary = s.placement_summary();
     EXPECT_NE(summary.find("partial13/adder0: built against dwell ABI 1.3, which predates short "
                            "convolutions and their recurrent state (rebuild it against 1.6 or "

@@ -48,31 +48,6 @@ fs::path write_delta_net_model(const TempDir& dir) {
     return p;
 }
 
-RuntimeOptions manifest_options(const TempDir& dir, int prefix_cache_mb) {
-    RuntimeOptions o;
-    o.manifest = dir.write("m" + std::to_string(prefix_cache_mb) + ".toml",
-                           "[device]\nname = \"delta-net session test\"\n[[backend]]\nplugin = "
-                           "\"cpu\"\n[kv]\ndtype = \"f16\"\nprefix_cache_mb = " +
-                               std::to_string(prefix_cache_mb) + "\n");
-    o.threads = 2;
-    return o;
-}
-
-std::vector<int32_t> prompt_of(int32_t n, int32_t seed) {
-    std::vector<int32_t> ids(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; ++i)
-        ids[static_cast<size_t>(i)] = (i * 37 + seed * 101 + 7) % 500 + 3;
-    return ids;
-}
-
-int32_t argmax(std::span<const float> v) {
-    return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-std::vector<float> copy(std::span<const float> v) {
-    return {v.begin(), v.end()};
-}
-
 struct Trace {
     std::vector<int32_t> tokens;  // the greedy continuation
     std::vector<std::vector<float>> logits;
@@ -80,18 +55,18 @@ struct Trace {
 
 Trace continue_greedy(Session& s, int32_t n) {
     Trace t;
-    t.logits.push_back(copy(s.last_logits()));
+    t.logits.push_back(to_vector(s.last_logits()));
     for (int32_t i = 0; i < n; ++i) {
-        const int32_t next = argmax(t.logits.back());
+        const int32_t next = argmax_of(t.logits.back());
         t.tokens.push_back(next);
-        t.logits.push_back(copy(s.decode(std::span<const int32_t>(&next, 1))));
+        t.logits.push_back(to_vector(s.decode(std::span<const int32_t>(&next, 1))));
     }
     return t;
 }
 
 std::vector<std::vector<float>> replay(Session& s, std::span<const int32_t> tokens) {
-    std::vector<std::vector<float>> out{copy(s.last_logits())};
-    for (int32_t t : tokens) out.push_back(copy(s.decode(std::span<const int32_t>(&t, 1))));
+    std::vector<std::vector<float>> out{to_vector(s.last_logits())};
+    for (int32_t t : tokens) out.push_back(to_vector(s.decode(std::span<const int32_t>(&t, 1))));
     return out;
 }
 
@@ -108,7 +83,7 @@ protected:
         model_path_ = write_delta_net_model(dir_);
     }
     Trace independent(std::span<const int32_t> prompt, int32_t n) {
-        Runtime runtime(manifest_options(dir_, 0));
+        Runtime runtime(session_options(dir_, "delta-net session test", 0));
         auto model = Model::load(runtime, model_path_);
         Session s(runtime, model);
         s.decode(prompt);
@@ -119,7 +94,7 @@ protected:
 };
 
 TEST_F(DeltaNetSessions, TheModelDeclaresBothStatesAndTheyMove) {
-    Runtime runtime(manifest_options(dir_, 0));
+    Runtime runtime(session_options(dir_, "delta-net session test", 0));
     auto model = Model::load(runtime, model_path_);
     // Convolution: (2 * 8 * 64 + 16 * 64) channels * 3 rows; delta rule:
     // 64 x 64 per value head.
@@ -129,30 +104,30 @@ TEST_F(DeltaNetSessions, TheModelDeclaresBothStatesAndTheyMove) {
               DWELL_MODEL_STATE_SPANS_CONTEXT);
     Session s(runtime, model);
     EXPECT_TRUE(state_is_zero(s));
-    s.decode(prompt_of(5, 1));
+    s.decode(spread_prompt(5, 1));
     EXPECT_FALSE(state_is_zero(s));
 }
 
 TEST_F(DeltaNetSessions, AForkCopiesTheStateAndContinuesLikeAnIndependentSession) {
-    const auto prompt = prompt_of(37, 1);
+    const auto prompt = spread_prompt(37, 1);
     const Trace want = independent(prompt, 16);
-    Runtime runtime(manifest_options(dir_, 0));
+    Runtime runtime(session_options(dir_, "delta-net session test", 0));
     auto model = Model::load(runtime, model_path_);
     Session a(runtime, model);
     a.decode(prompt);
-    const std::vector<float> at_fork = copy(a.recurrent_state().all());
+    const std::vector<float> at_fork = to_vector(a.recurrent_state().all());
     std::unique_ptr<Session> b = a.fork();
-    EXPECT_EQ(copy(b->recurrent_state().all()), at_fork);
+    EXPECT_EQ(to_vector(b->recurrent_state().all()), at_fork);
     // b goes first: a's state must not move with it (copied, not shared).
     EXPECT_EQ(replay(*b, want.tokens), want.logits);
-    EXPECT_EQ(copy(a.recurrent_state().all()), at_fork);
+    EXPECT_EQ(to_vector(a.recurrent_state().all()), at_fork);
     EXPECT_EQ(replay(a, want.tokens), want.logits);
 }
 
 TEST_F(DeltaNetSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
-    const auto prompt = prompt_of(29, 2);
+    const auto prompt = spread_prompt(29, 2);
     const Trace want = independent(prompt, 12);
-    Runtime runtime(manifest_options(dir_, 0));
+    Runtime runtime(session_options(dir_, "delta-net session test", 0));
     auto model = Model::load(runtime, model_path_);
     const fs::path file = dir_.path() / "delta.dwses";
     std::vector<float> saved;
@@ -161,12 +136,12 @@ TEST_F(DeltaNetSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
         a.decode(prompt);
         // Four tokens in, so the state holds generated tokens too.
         replay(a, std::span<const int32_t>(want.tokens).first(4));
-        saved = copy(a.recurrent_state().all());
+        saved = to_vector(a.recurrent_state().all());
         a.save(file);
     }
     std::unique_ptr<Session> r = Session::restore(runtime, model, file);
-    EXPECT_EQ(copy(r->recurrent_state().all()), saved);
-    EXPECT_EQ(copy(r->last_logits()), want.logits[4]);
+    EXPECT_EQ(to_vector(r->recurrent_state().all()), saved);
+    EXPECT_EQ(to_vector(r->last_logits()), want.logits[4]);
     const auto rest = std::span<const int32_t>(want.tokens).subspan(4);
     EXPECT_EQ(replay(*r, rest),
               std::vector<std::vector<float>>(want.logits.begin() + 4, want.logits.end()));
@@ -175,15 +150,15 @@ TEST_F(DeltaNetSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
 // The delta-rule state cannot forget dropped tokens: the session says so
 // in one line and keeps what it had, instead of shifting.
 TEST_F(DeltaNetSessions, AContextShiftIsRefusedInOneLine) {
-    Runtime runtime(manifest_options(dir_, 0));
+    Runtime runtime(session_options(dir_, "delta-net session test", 0));
     auto model = Model::load(runtime, model_path_);
     SessionOptions so;
     so.n_ctx = 64;
     so.on_full = ContextFull::Shift;
     so.n_keep = 8;
     Session a(runtime, model, so);
-    a.decode(prompt_of(64, 5));
-    const std::vector<float> before = copy(a.recurrent_state().all());
+    a.decode(spread_prompt(64, 5));
+    const std::vector<float> before = to_vector(a.recurrent_state().all());
     const int32_t next = 42;
     try {
         a.decode(std::span<const int32_t>(&next, 1));
@@ -196,19 +171,19 @@ TEST_F(DeltaNetSessions, AContextShiftIsRefusedInOneLine) {
     }
     EXPECT_EQ(a.n_shifted(), 0);
     EXPECT_EQ(a.n_past(), 64);
-    EXPECT_EQ(copy(a.recurrent_state().all()), before);
+    EXPECT_EQ(to_vector(a.recurrent_state().all()), before);
 }
 
 // Pages go to the prefix cache with the states after them where a batch
 // ended; another session adopts them and continues like an independent one.
 TEST_F(DeltaNetSessions, PrefixCachePagesCarryTheStateAfterThem) {
-    Runtime runtime(manifest_options(dir_, 64));
+    Runtime runtime(session_options(dir_, "delta-net session test", 64));
     auto model = Model::load(runtime, model_path_);
-    const auto base = prompt_of(50, 6);
+    const auto base = spread_prompt(50, 6);
     Session a(runtime, model);
     a.decode(base);
     std::vector<int32_t> p(base.begin(), base.begin() + 48);
-    const auto tail = prompt_of(10, 7);
+    const auto tail = spread_prompt(10, 7);
     p.insert(p.end(), tail.begin(), tail.end());
     const Trace want = independent(p, 8);
     Session b(runtime, model);
@@ -221,7 +196,7 @@ TEST_F(DeltaNetSessions, PrefixCachePagesCarryTheStateAfterThem) {
 // fails: the scheduler reruns the node on the cpu from the state as it was,
 // so the tokens and logits are a cpu-only run's.
 TEST_F(DeltaNetSessions, ADeltaNetRetriedElsewhereStartsFromTheStateBeforeTheFailedTry) {
-    const auto prompt = prompt_of(21, 11);
+    const auto prompt = spread_prompt(21, 11);
     const Trace want = independent(prompt, 6);
     RuntimeOptions o;
     o.manifest =
@@ -253,7 +228,7 @@ TEST_F(DeltaNetSessions, BackendsBeforeAbi17GetNoDeltaNetOps) {
     ASSERT_EQ(rt.backends().size(), 2u);
     auto model = Model::load(rt, model_path_);
     Session s(rt, model);
-    s.decode(prompt_of(4, 12));
+    s.decode(spread_prompt(4, 12));
     const std::string summary = s.placement_summary();
     EXPECT_NE(summary.find("partial13/adder0: built against dwell ABI 1.3, which predates the "
                            "gated delta-net ops"),
