@@ -9,110 +9,23 @@
 // crosses batches of any length.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cstdio>
-#include <span>
-#include <string>
-#include <vector>
-
-#include "dwell/core/model/model.hpp"
-#include "dwell/core/session/session.hpp"
-#include "dwell/tools/synthetic_model.hpp"
 #include "family_reference.hpp"
-#include "integration_support.hpp"
 
 namespace dwell::test {
 namespace {
 
-namespace fs = std::filesystem;
-
-constexpr double kMinCosine = 0.99999;
-constexpr int64_t kMinPositions = 48;
-constexpr size_t kGreedyTokens = 32;
-
-class Lfm2FamilyReference : public ::testing::Test {
+class Lfm2FamilyReference : public StrictFamilyReference {
 protected:
-    void SetUp() override {
-        const fs::path plugin = fs::path(DWELL_TEST_PLUGIN_DIR) / "libdwell-lfm2.so";
-        if (!fs::exists(plugin))
-            GTEST_SKIP() << "the lfm2 model plugin is not built (" << plugin.string() << ")";
-        gguf_ = tmp_.path() / "lfm2.gguf";
-        write_synthetic_model(family_reference_spec(SyntheticFamily::lfm2), gguf_);
-        ref_ = read_family_reference(family_reference_path("lfm2"));
-        ASSERT_EQ(sha256_of(gguf_), ref_.sha256)
-            << "generator changed: recompute tests/data/families/lfm2.logits with llama.cpp as "
-               "tests/data/families/README.md says";
-        ASSERT_GE(ref_.n_pos, kMinPositions);
-        ASSERT_GE(ref_.greedy.size(), kGreedyTokens);
-        model_ = Model::load(runtime_, gguf_);
-        ASSERT_EQ(model_->plugin().name(), "lfm2");
-        ASSERT_EQ(model_->info().n_vocab, ref_.n_vocab);
-    }
-
-    SessionOptions f32_kv() const {
-        SessionOptions so;
-        so.kv_dtype = DWELL_F32;
-        return so;
-    }
-
-    // The smallest cosine over the positions, each expected >= kMinCosine.
-    double min_cosine(std::span<const float> got) const {
-        double min_cos = 1.0;
-        for (int64_t p = 0; p < ref_.n_pos; ++p) {
-            const double c = logits_cosine(got.data() + p * ref_.n_vocab,
-                                           ref_.logits.data() + p * ref_.n_vocab, ref_.n_vocab);
-            EXPECT_GE(c, kMinCosine) << "position " << p << " (token " << ref_.tokens[p] << ")";
-            min_cos = std::min(min_cos, c);
-        }
-        return min_cos;
-    }
-
-    TempDir tmp_;
-    fs::path gguf_;
-    FamilyReference ref_;
-    Runtime runtime_;
-    std::shared_ptr<Model> model_;
+    Lfm2FamilyReference() : StrictFamilyReference("lfm2", SyntheticFamily::lfm2) {}
 };
 
 TEST_F(Lfm2FamilyReference, StrictLogitsAndGreedyDecodeOneTokenPerStepMatchLlamaCpp) {
-    Session session(runtime_, model_, f32_kv());
-    const auto got = session.decode(ref_.tokens, /*all_logits=*/true);
-    ASSERT_EQ(static_cast<int64_t>(got.size()), ref_.n_pos * ref_.n_vocab);
-    const double min_cos = min_cosine(got);
-
-    std::vector<int32_t> greedy;
-    std::span<const float> last = got.subspan(static_cast<size_t>((ref_.n_pos - 1) * ref_.n_vocab));
-    while (greedy.size() < kGreedyTokens) {
-        greedy.push_back(greedy_argmax(last));
-        if (greedy.size() == kGreedyTokens) break;
-        const int32_t next[1] = {greedy.back()};
-        last = session.decode(next);
-        ASSERT_EQ(static_cast<int64_t>(last.size()), ref_.n_vocab);
-    }
-    const std::vector<int32_t> want(ref_.greedy.begin(), ref_.greedy.begin() + kGreedyTokens);
-    EXPECT_EQ(greedy, want) << "lfm2: greedy decoding diverged from llama.cpp's";
-    std::printf(
-        "lfm2: minimum cosine over %lld positions %.10f (1 - %.2e); %zu greedy tokens %s "
-        "(llama.cpp's smallest top-1 margin %.4g)\n",
-        static_cast<long long>(ref_.n_pos), min_cos, 1.0 - min_cos, kGreedyTokens,
-        greedy == want ? "identical" : "DIFFERENT", ref_.greedy_min_margin);
+    expect_strict_logits_and_greedy(runtime_, model_, "lfm2");
 }
 
 // Chunks of 1, 2 (shorter than the 2 state rows plus one), 5 and the rest.
 TEST_F(Lfm2FamilyReference, PromptInUnevenChunksMatchesLlamaCpp) {
-    Session session(runtime_, model_, f32_kv());
-    std::vector<float> got;
-    const std::span<const int32_t> ids(ref_.tokens);
-    size_t at = 0;
-    for (const size_t n : {size_t{1}, size_t{2}, size_t{5}, ids.size() - 8}) {
-        const auto part = session.decode(ids.subspan(at, n), /*all_logits=*/true);
-        ASSERT_EQ(part.size(), n * static_cast<size_t>(ref_.n_vocab));
-        got.insert(got.end(), part.begin(), part.end());
-        at += n;
-    }
-    ASSERT_EQ(at, ids.size());
-    std::printf("lfm2 in chunks 1, 2, 5, %zu: minimum cosine %.10f\n", ids.size() - 8,
-                min_cosine(got));
+    expect_prompt_in_uneven_chunks();
 }
 
 }  // namespace
