@@ -330,4 +330,36 @@ std::vector<float> to_vector(std::span<const float> v) {
     return {v.begin(), v.end()};
 }
 
+StepTrace trace_greedy(Session& s, int32_t n) {
+    StepTrace t;
+    t.logits.push_back(to_vector(s.last_logits()));
+    for (int32_t i = 0; i < n; ++i) {
+        const int32_t next = argmax_of(t.logits.back());
+        t.tokens.push_back(next);
+        t.logits.push_back(to_vector(s.decode(std::span<const int32_t>(&next, 1))));
+    }
+    return t;
+}
+
+std::vector<std::vector<float>> replay_one_per_step(Session& s, std::span<const int32_t> tokens) {
+    std::vector<std::vector<float>> out{to_vector(s.last_logits())};
+    for (int32_t t : tokens) out.push_back(to_vector(s.decode(std::span<const int32_t>(&t, 1))));
+    return out;
+}
+
+bool recurrent_state_is_zero(const Session& s) {
+    const auto v = s.recurrent_state().all();
+    return std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; });
+}
+
+StepTrace independent_trace(const TempDir& dir, const std::string& name,
+                            const std::filesystem::path& model, std::span<const int32_t> prompt,
+                            int32_t n, const SessionOptions& so) {
+    Runtime runtime(session_options(dir, name, 0));
+    auto loaded = Model::load(runtime, model);
+    Session s(runtime, loaded, so);
+    s.decode(prompt);
+    return trace_greedy(s, n);
+}
+
 }  // namespace dwell::test

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dwell/core/runtime/runtime.hpp"
+#include "dwell/core/session/session.hpp"
 #include "dwell/tools/synthetic_model.hpp"
 #include "test_dirs.hpp"
 
@@ -40,6 +41,25 @@ RuntimeOptions session_options(const TempDir& dir, const std::string& name, int 
 std::vector<int32_t> spread_prompt(int32_t n, int32_t seed);
 int32_t argmax_of(std::span<const float> v);
 std::vector<float> to_vector(std::span<const float> v);
+
+// What a session computed: the logits after its input, then after each
+// token fed one per step.
+struct StepTrace {
+    std::vector<int32_t> tokens;  // the greedy continuation (reference traces)
+    std::vector<std::vector<float>> logits;
+};
+// Greedy: n tokens after what the session holds, one per step.
+StepTrace trace_greedy(Session& s, int32_t n);
+// Feeds `tokens` one per step; the logits after each, led by the current ones.
+std::vector<std::vector<float>> replay_one_per_step(Session& s, std::span<const int32_t> tokens);
+// Whether every value of the session's recurrent state is zero.
+bool recurrent_state_is_zero(const Session& s);
+// The reference the stateful sessions are compared against: a session of
+// its own runtime (session_options(dir, name, 0): no prefix cache) fed
+// `prompt` in one call, then n greedy tokens.
+StepTrace independent_trace(const TempDir& dir, const std::string& name,
+                            const std::filesystem::path& model, std::span<const int32_t> prompt,
+                            int32_t n, const SessionOptions& so = {});
 
 // What to change in a copy of a GGUF file (edited_gguf_copy).
 struct GgufEdit {

@@ -50,37 +50,6 @@ fs::path write_hybrid_model(const TempDir& dir) {
     return p;
 }
 
-// What a session computed: the logits after its input, then after each
-// token fed one per step.
-struct Trace {
-    std::vector<int32_t> tokens;  // the greedy continuation (reference traces)
-    std::vector<std::vector<float>> logits;
-};
-
-// Greedy: n tokens after what the session holds, one per step.
-Trace continue_greedy(Session& s, int32_t n) {
-    Trace t;
-    t.logits.push_back(to_vector(s.last_logits()));
-    for (int32_t i = 0; i < n; ++i) {
-        const int32_t next = argmax_of(t.logits.back());
-        t.tokens.push_back(next);
-        t.logits.push_back(to_vector(s.decode(std::span<const int32_t>(&next, 1))));
-    }
-    return t;
-}
-
-// Feeds `tokens` one per step; the logits after each, led by the current ones.
-std::vector<std::vector<float>> replay(Session& s, std::span<const int32_t> tokens) {
-    std::vector<std::vector<float>> out{to_vector(s.last_logits())};
-    for (int32_t t : tokens) out.push_back(to_vector(s.decode(std::span<const int32_t>(&t, 1))));
-    return out;
-}
-
-bool state_is_zero(const Session& s) {
-    const auto v = s.recurrent_state().all();
-    return std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; });
-}
-
 class HybridSessions : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -90,12 +59,8 @@ protected:
     }
     // A session of its own runtime (no prefix cache) fed `prompt` in one
     // call, then n greedy tokens.
-    Trace independent(std::span<const int32_t> prompt, int32_t n, SessionOptions so = {}) {
-        Runtime runtime(session_options(dir_, "hybrid session test", 0));
-        auto model = Model::load(runtime, model_path_);
-        Session s(runtime, model, so);
-        s.decode(prompt);
-        return continue_greedy(s, n);
+    StepTrace independent(std::span<const int32_t> prompt, int32_t n, SessionOptions so = {}) {
+        return independent_trace(dir_, "hybrid session test", model_path_, prompt, n, so);
     }
     TempDir dir_;
     fs::path model_path_;
@@ -109,9 +74,9 @@ TEST_F(HybridSessions, TheModelCarriesAStateTheSessionHolds) {
     EXPECT_EQ(model->info().state_elems[1], 0);
     Session s(runtime, model);
     EXPECT_EQ(s.recurrent_state().all().size(), 3u * 512 * 2);
-    EXPECT_TRUE(state_is_zero(s));
+    EXPECT_TRUE(recurrent_state_is_zero(s));
     s.decode(spread_prompt(5, 1));
-    EXPECT_FALSE(state_is_zero(s));
+    EXPECT_FALSE(recurrent_state_is_zero(s));
 }
 
 // Layers 0 and 1 never attend: only layer 2 gets KV pages.
@@ -130,7 +95,7 @@ TEST_F(HybridSessions, OnlyTheAttentionLayersGetKvPages) {
 
 TEST_F(HybridSessions, AForkCopiesTheStateAndContinuesLikeAnIndependentSession) {
     const auto prompt = spread_prompt(37, 1);
-    const Trace want = independent(prompt, 16);
+    const StepTrace want = independent(prompt, 16);
     Runtime runtime(session_options(dir_, "hybrid session test", 0));
     auto model = Model::load(runtime, model_path_);
     Session a(runtime, model);
@@ -140,14 +105,14 @@ TEST_F(HybridSessions, AForkCopiesTheStateAndContinuesLikeAnIndependentSession) 
     EXPECT_EQ(to_vector(b->recurrent_state().all()), at_fork);
     EXPECT_NE(b->recurrent_state().all().data(), a.recurrent_state().all().data());
     // b goes first: a's state must not move with it (copied, not shared).
-    EXPECT_EQ(replay(*b, want.tokens), want.logits);
+    EXPECT_EQ(replay_one_per_step(*b, want.tokens), want.logits);
     EXPECT_EQ(to_vector(a.recurrent_state().all()), at_fork);
-    EXPECT_EQ(replay(a, want.tokens), want.logits);
+    EXPECT_EQ(replay_one_per_step(a, want.tokens), want.logits);
 }
 
 TEST_F(HybridSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
     const auto prompt = spread_prompt(29, 2);
-    const Trace want = independent(prompt, 12);
+    const StepTrace want = independent(prompt, 12);
     Runtime runtime(session_options(dir_, "hybrid session test", 0));
     auto model = Model::load(runtime, model_path_);
     const fs::path file = dir_.path() / "hybrid.dwses";
@@ -156,7 +121,7 @@ TEST_F(HybridSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
         Session a(runtime, model);
         a.decode(prompt);
         // Four tokens in, so the state holds generated tokens too.
-        replay(a, std::span<const int32_t>(want.tokens).first(4));
+        replay_one_per_step(a, std::span<const int32_t>(want.tokens).first(4));
         saved = to_vector(a.recurrent_state().all());
         a.save(file);
     }
@@ -164,7 +129,7 @@ TEST_F(HybridSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
     EXPECT_EQ(to_vector(r->recurrent_state().all()), saved);
     EXPECT_EQ(to_vector(r->last_logits()), want.logits[4]);
     const auto rest = std::span<const int32_t>(want.tokens).subspan(4);
-    const std::vector<std::vector<float>> got = replay(*r, rest);
+    const std::vector<std::vector<float>> got = replay_one_per_step(*r, rest);
     EXPECT_EQ(got, std::vector<std::vector<float>>(want.logits.begin() + 4, want.logits.end()));
 }
 
@@ -256,7 +221,7 @@ TEST_F(HybridSessions, AContextShiftKeepsTheState) {
     b.decode(prompt);
     b.decode(std::span<const int32_t>(&next, 1));
     EXPECT_EQ(b.n_shifted(), 0);
-    EXPECT_FALSE(state_is_zero(a));
+    EXPECT_FALSE(recurrent_state_is_zero(a));
     EXPECT_EQ(to_vector(a.recurrent_state().all()), to_vector(b.recurrent_state().all()));
 }
 
@@ -282,21 +247,21 @@ TEST_F(HybridSessions, PrefixCachePagesCarryTheStateAfterThem) {
     {
         // Three pages and their state adopted, ten tokens computed.
         const auto p = with_tail(48, 7);
-        const Trace want = independent(p, 8);
+        const StepTrace want = independent(p, 8);
         Session b(runtime, model);
         b.decode(p);
         EXPECT_EQ(b.n_cached_tokens(), 48);
-        EXPECT_EQ(replay(b, want.tokens), want.logits);
+        EXPECT_EQ(replay_one_per_step(b, want.tokens), want.logits);
     }
     {
         // Pages 0 and 1 match but have no state, page 2 differs: nothing
         // can be adopted, everything is computed.
         const auto p = with_tail(40, 8);
-        const Trace want = independent(p, 8);
+        const StepTrace want = independent(p, 8);
         Session c(runtime, model);
         c.decode(p);
         EXPECT_EQ(c.n_cached_tokens(), 0);
-        EXPECT_EQ(replay(c, want.tokens), want.logits);
+        EXPECT_EQ(replay_one_per_step(c, want.tokens), want.logits);
     }
     {
         // One token per step leaves a state at every boundary: a prompt
@@ -316,8 +281,8 @@ TEST_F(HybridSessions, PrefixCachePagesCarryTheStateAfterThem) {
         Session f(solo, solo_model);
         for (size_t i = 0; i < 32; ++i) f.decode(std::span<const int32_t>(&q[i], 1));
         f.decode(std::span<const int32_t>(q).subspan(32));
-        const Trace want = continue_greedy(f, 8);
-        EXPECT_EQ(replay(e, want.tokens), want.logits);
+        const StepTrace want = trace_greedy(f, 8);
+        EXPECT_EQ(replay_one_per_step(e, want.tokens), want.logits);
     }
 }
 
@@ -326,7 +291,7 @@ TEST_F(HybridSessions, PrefixCachePagesCarryTheStateAfterThem) {
 // the tokens and logits are a cpu-only run's.
 TEST_F(HybridSessions, AShortConvRetriedElsewhereStartsFromTheStateBeforeTheFailedTry) {
     const auto prompt = spread_prompt(21, 11);
-    const Trace want = independent(prompt, 6);
+    const StepTrace want = independent(prompt, 6);
     // Direct calls (the host puts the state back), and isolated steps on
     // the backend's thread (its scribbles stay in the step's own copy).
     for (const char* deadline : {"", "step_timeout_ms = 600000\n"}) {
@@ -345,7 +310,7 @@ TEST_F(HybridSessions, AShortConvRetriedElsewhereStartsFromTheStateBeforeTheFail
         auto model = Model::load(rt, model_path_);
         Session s(rt, model);
         s.decode(prompt);
-        EXPECT_EQ(replay(s, want.tokens), want.logits);
+        EXPECT_EQ(replay_one_per_step(s, want.tokens), want.logits);
         EXPECT_GE(rt.backends()[0]->health().report().failed_steps, 1u);
     }
 }
@@ -354,7 +319,7 @@ TEST_F(HybridSessions, AShortConvRetriedElsewhereStartsFromTheStateBeforeTheFail
 // SHORT_CONV advances must come back with the results.
 TEST_F(HybridSessions, IsolatedStepsBringTheAdvancedStateBack) {
     const auto prompt = spread_prompt(19, 13);
-    const Trace want = independent(prompt, 6);
+    const StepTrace want = independent(prompt, 6);
     RuntimeOptions o;
     o.manifest = dir_.write("isolated.toml",
                             "[[backend]]\nplugin = \"cpu\"\nstep_timeout_ms = 600000\n"
@@ -364,7 +329,7 @@ TEST_F(HybridSessions, IsolatedStepsBringTheAdvancedStateBack) {
     auto model = Model::load(rt, model_path_);
     Session s(rt, model);
     s.decode(prompt);
-    EXPECT_EQ(replay(s, want.tokens), want.logits);
+    EXPECT_EQ(replay_one_per_step(s, want.tokens), want.logits);
 }
 
 // A backend built before ABI 1.6 never gets a SHORT_CONV, and the

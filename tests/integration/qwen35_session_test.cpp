@@ -48,33 +48,6 @@ fs::path write_delta_net_model(const TempDir& dir) {
     return p;
 }
 
-struct Trace {
-    std::vector<int32_t> tokens;  // the greedy continuation
-    std::vector<std::vector<float>> logits;
-};
-
-Trace continue_greedy(Session& s, int32_t n) {
-    Trace t;
-    t.logits.push_back(to_vector(s.last_logits()));
-    for (int32_t i = 0; i < n; ++i) {
-        const int32_t next = argmax_of(t.logits.back());
-        t.tokens.push_back(next);
-        t.logits.push_back(to_vector(s.decode(std::span<const int32_t>(&next, 1))));
-    }
-    return t;
-}
-
-std::vector<std::vector<float>> replay(Session& s, std::span<const int32_t> tokens) {
-    std::vector<std::vector<float>> out{to_vector(s.last_logits())};
-    for (int32_t t : tokens) out.push_back(to_vector(s.decode(std::span<const int32_t>(&t, 1))));
-    return out;
-}
-
-bool state_is_zero(const Session& s) {
-    const auto v = s.recurrent_state().all();
-    return std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; });
-}
-
 class DeltaNetSessions : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -82,12 +55,8 @@ protected:
             GTEST_SKIP() << "the qwen35 model plugin is not built";
         model_path_ = write_delta_net_model(dir_);
     }
-    Trace independent(std::span<const int32_t> prompt, int32_t n) {
-        Runtime runtime(session_options(dir_, "delta-net session test", 0));
-        auto model = Model::load(runtime, model_path_);
-        Session s(runtime, model);
-        s.decode(prompt);
-        return continue_greedy(s, n);
+    StepTrace independent(std::span<const int32_t> prompt, int32_t n) {
+        return independent_trace(dir_, "delta-net session test", model_path_, prompt, n);
     }
     TempDir dir_;
     fs::path model_path_;
@@ -103,14 +72,14 @@ TEST_F(DeltaNetSessions, TheModelDeclaresBothStatesAndTheyMove) {
     EXPECT_EQ(model->info().flags & DWELL_MODEL_STATE_SPANS_CONTEXT,
               DWELL_MODEL_STATE_SPANS_CONTEXT);
     Session s(runtime, model);
-    EXPECT_TRUE(state_is_zero(s));
+    EXPECT_TRUE(recurrent_state_is_zero(s));
     s.decode(spread_prompt(5, 1));
-    EXPECT_FALSE(state_is_zero(s));
+    EXPECT_FALSE(recurrent_state_is_zero(s));
 }
 
 TEST_F(DeltaNetSessions, AForkCopiesTheStateAndContinuesLikeAnIndependentSession) {
     const auto prompt = spread_prompt(37, 1);
-    const Trace want = independent(prompt, 16);
+    const StepTrace want = independent(prompt, 16);
     Runtime runtime(session_options(dir_, "delta-net session test", 0));
     auto model = Model::load(runtime, model_path_);
     Session a(runtime, model);
@@ -119,14 +88,14 @@ TEST_F(DeltaNetSessions, AForkCopiesTheStateAndContinuesLikeAnIndependentSession
     std::unique_ptr<Session> b = a.fork();
     EXPECT_EQ(to_vector(b->recurrent_state().all()), at_fork);
     // b goes first: a's state must not move with it (copied, not shared).
-    EXPECT_EQ(replay(*b, want.tokens), want.logits);
+    EXPECT_EQ(replay_one_per_step(*b, want.tokens), want.logits);
     EXPECT_EQ(to_vector(a.recurrent_state().all()), at_fork);
-    EXPECT_EQ(replay(a, want.tokens), want.logits);
+    EXPECT_EQ(replay_one_per_step(a, want.tokens), want.logits);
 }
 
 TEST_F(DeltaNetSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
     const auto prompt = spread_prompt(29, 2);
-    const Trace want = independent(prompt, 12);
+    const StepTrace want = independent(prompt, 12);
     Runtime runtime(session_options(dir_, "delta-net session test", 0));
     auto model = Model::load(runtime, model_path_);
     const fs::path file = dir_.path() / "delta.dwses";
@@ -135,7 +104,7 @@ TEST_F(DeltaNetSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
         Session a(runtime, model);
         a.decode(prompt);
         // Four tokens in, so the state holds generated tokens too.
-        replay(a, std::span<const int32_t>(want.tokens).first(4));
+        replay_one_per_step(a, std::span<const int32_t>(want.tokens).first(4));
         saved = to_vector(a.recurrent_state().all());
         a.save(file);
     }
@@ -143,7 +112,7 @@ TEST_F(DeltaNetSessions, ARestoredSessionContinuesLikeAnIndependentSession) {
     EXPECT_EQ(to_vector(r->recurrent_state().all()), saved);
     EXPECT_EQ(to_vector(r->last_logits()), want.logits[4]);
     const auto rest = std::span<const int32_t>(want.tokens).subspan(4);
-    EXPECT_EQ(replay(*r, rest),
+    EXPECT_EQ(replay_one_per_step(*r, rest),
               std::vector<std::vector<float>>(want.logits.begin() + 4, want.logits.end()));
 }
 
@@ -185,11 +154,11 @@ TEST_F(DeltaNetSessions, PrefixCachePagesCarryTheStateAfterThem) {
     std::vector<int32_t> p(base.begin(), base.begin() + 48);
     const auto tail = spread_prompt(10, 7);
     p.insert(p.end(), tail.begin(), tail.end());
-    const Trace want = independent(p, 8);
+    const StepTrace want = independent(p, 8);
     Session b(runtime, model);
     b.decode(p);
     EXPECT_EQ(b.n_cached_tokens(), 48);
-    EXPECT_EQ(replay(b, want.tokens), want.logits);
+    EXPECT_EQ(replay_one_per_step(b, want.tokens), want.logits);
 }
 
 // A backend that takes GATED_DELTA_NET, scribbles over the state and
@@ -197,7 +166,7 @@ TEST_F(DeltaNetSessions, PrefixCachePagesCarryTheStateAfterThem) {
 // so the tokens and logits are a cpu-only run's.
 TEST_F(DeltaNetSessions, ADeltaNetRetriedElsewhereStartsFromTheStateBeforeTheFailedTry) {
     const auto prompt = spread_prompt(21, 11);
-    const Trace want = independent(prompt, 6);
+    const StepTrace want = independent(prompt, 6);
     RuntimeOptions o;
     o.manifest =
         dir_.write("partial.toml", "[plugins]\nsearch_paths = [\"" + test_plugin_dir().string() +
@@ -211,7 +180,7 @@ TEST_F(DeltaNetSessions, ADeltaNetRetriedElsewhereStartsFromTheStateBeforeTheFai
     auto model = Model::load(rt, model_path_);
     Session s(rt, model);
     s.decode(prompt);
-    EXPECT_EQ(replay(s, want.tokens), want.logits);
+    EXPECT_EQ(replay_one_per_step(s, want.tokens), want.logits);
     EXPECT_GE(rt.backends()[0]->health().report().failed_steps, 1u);
 }
 
