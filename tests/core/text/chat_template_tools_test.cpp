@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "chat_template_data.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/text/chat_prompt.hpp"
 #include "dwell/core/text/chat_template.hpp"
@@ -30,14 +31,11 @@ namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
 
 fs::path data_dir() {
-    return fs::path(DWELL_TEST_SOURCE_DIR) / "tests" / "data" / "chat_templates";
+    return test::chat_template_data_dir();
 }
 
 std::string read(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    std::ostringstream s;
-    s << f.rdbuf();
-    return s.str();
+    return test::read_text_file(p);
 }
 
 const ordered_json& cases() {

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "chat_template_data.hpp"
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/text/jinja.hpp"
 
@@ -24,14 +25,11 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path data_dir() {
-    return fs::path(DWELL_TEST_SOURCE_DIR) / "tests" / "data" / "chat_templates";
+    return test::chat_template_data_dir();
 }
 
 std::string read(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    std::ostringstream s;
-    s << f.rdbuf();
-    return s.str();
+    return test::read_text_file(p);
 }
 
 Value to_value(const nlohmann::ordered_json& j) {
