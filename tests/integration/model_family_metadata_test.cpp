@@ -188,9 +188,6 @@ TEST(ModelFamilyMetadata, AnUnservedArchitectureListsEachServedOneOnceWithItsPlu
     EXPECT_NE(list.find("mixtral"), std::string::npos) << msg;  // the plugin, named
 }
 
-}  // namespace
-}  // namespace dwell::test
-
 // YaRN's keys, read by the kit for every family: an unknown scaling type, a
 // factor below 1 and a missing original context are each refused in one
 // line naming the key (and the value); the good file loads.
@@ -200,7 +197,7 @@ TEST(ModelFamilyMetadata, YarnScalingKeysAreRangeCheckedNamingTheKey) {
     s.family = SyntheticFamily::qwen3;
     s.dtype = DWELL_F32;
     s.rms_eps = 1e-6f;
-    s.n_ctx_orig = 256;
+    s.n_ctx_orig = s.n_ctx / 4;
     s.yarn_factor = 4.0f;
     const fs::path good = dir.path() / "qwen3-yarn.gguf";
     write_synthetic_model(s, good);
@@ -236,3 +233,6 @@ TEST(ModelFamilyMetadata, YarnScalingKeysAreRangeCheckedNamingTheKey) {
         EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
 }
+
+}  // namespace
+}  // namespace dwell::test
