@@ -1,4 +1,4 @@
-// constant() in the graph builder (ABI 1.7): a plugin's computed values
+// constant() in the graph builder (ABI 1.8): a plugin's computed values
 // become a read-only F32 weight the graph owns (a copy, so the plugin's
 // buffer may go), usable as ROPE's frequency factors; the same name again
 // is the same tensor, and a file tensor's name or a size that does not
