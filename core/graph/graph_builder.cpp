@@ -107,6 +107,18 @@ GraphBuilder::GraphBuilder(Graph& graph, WeightLookup weights, CacheLookup cache
             return b.recurrent_state(layer, which, {ne, static_cast<size_t>(n_dims)});
         });
     };
+    c_.constant = [](void* self, const char* name, int32_t n_dims, const int64_t* ne,
+                     const float* data) {
+        return guarded(self, [&](GraphBuilder& b) {
+            if (!name || n_dims < 1 || n_dims > DWELL_MAX_DIMS || !ne || !data) {
+                throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                            "graph: constant needs a name, 1..4 dims and data");
+            }
+            const std::span<const int64_t> shape{ne, static_cast<size_t>(n_dims)};
+            const int64_t n = checked_elements(shape, "constant '" + std::string(name) + "'");
+            return b.constant(name, shape, {data, static_cast<size_t>(n)});
+        });
+    };
     c_.op = [](void* self, dwell_op op_in, const int32_t* inputs, int32_t n_inputs,
                const int32_t* ip, int32_t n_ip, const float* fp, int32_t n_fp) {
         // A plugin may pass any integer here; reading it as the enum before
@@ -222,6 +234,30 @@ int32_t GraphBuilder::kv_cache(int32_t layer, int32_t which) {
     int32_t id = graph_.add_tensor(*c, TensorRole::Cache, "");
     graph_.slots[id].layer = layer;
     return id;
+}
+
+int32_t GraphBuilder::constant(std::string_view name, std::span<const int64_t> ne,
+                               std::span<const float> data) {
+    const std::string what = "graph: constant '" + std::string(name) + "'";
+    for (size_t i = 0; i < graph_.slots.size(); ++i) {
+        const TensorSlot& s = graph_.slots[i];
+        if (s.role == TensorRole::Weight && s.tensor.name && name == s.tensor.name) {
+            if (!constant_names_.contains(std::string(name)))
+                throw Error(DWELL_ERR_INVALID_ARGUMENT, what + " has the name of a file tensor");
+            return static_cast<int32_t>(i);
+        }
+    }
+    // A file tensor of that name would be shadowed for the whole graph.
+    if (weights_ && weights_(name))
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, what + " has the name of a file tensor");
+    if (checked_elements(ne, "constant '" + std::string(name) + "'") !=
+        static_cast<int64_t>(data.size()))
+        throw Error(DWELL_ERR_INVALID_ARGUMENT, what + ": data size differs from its shape");
+    std::vector<float>& kept = graph_.keep_constant({data.begin(), data.end()});
+    dwell_tensor t = make_tensor(DWELL_F32, static_cast<int32_t>(ne.size()), ne.data());
+    t.data = kept.data();
+    constant_names_.insert(std::string(name));
+    return graph_.add_tensor(t, TensorRole::Weight, std::string(name));
 }
 
 int32_t GraphBuilder::recurrent_state(int32_t layer, int32_t which, std::span<const int64_t> ne) {

@@ -21,7 +21,7 @@ dwell_dtype parse_type(const std::string& s) {
 
 int synth_command(const std::vector<std::string>& args) {
     SyntheticModelSpec spec;
-    std::string arch, type, out, vocab;
+    std::string arch, type, out, vocab, rope_scaling;
     int64_t seed = 1;
     po::options_description desc("dwell synth");
     // clang-format off
@@ -44,7 +44,9 @@ int synth_command(const std::vector<std::string>& args) {
         ("n-vocab", po::value(&spec.n_vocab)->default_value(spec.n_vocab), "vocabulary size (generated vocab)")
         ("ctx", po::value(&spec.n_ctx)->default_value(spec.n_ctx), "training context length")
         ("n-rot", po::value(&spec.n_rot), "phi3: rotated dims per head (default: 3/4 of the head, even)")
-        ("ctx-orig", po::value(&spec.n_ctx_orig)->default_value(0), "phi3: LongRoPE's original context (0: ctx / 4)")
+        ("ctx-orig", po::value(&spec.n_ctx_orig)->default_value(0), "phi3, --rope-scaling yarn: the original context (0: ctx / 4)")
+        ("rope-scaling", po::value(&rope_scaling)->default_value("none"), "RoPE scaling written: none or yarn (not phi3, whose is LongRoPE)")
+        ("rope-scaling-factor", po::value(&spec.yarn_factor)->default_value(4.0f), "--rope-scaling yarn: the context factor (>= 1)")
         ("tied", po::bool_switch(&spec.tied_output), "share the embedding as the output layer")
         ("type", po::value(&type)->default_value("f32"), "weight type: f32, f16, q8_0, q4_0")
         ("vocab", po::value(&vocab), "take the vocabulary from this sentencepiece .model file")
@@ -104,8 +106,21 @@ int synth_command(const std::vector<std::string>& args) {
         throw po::error("--head-dim " + std::to_string(spec.head_dim) + " must be >= 0");
     if (vm.count("n-rot") && spec.family != SyntheticFamily::phi3)
         throw po::error("--n-rot is for --arch phi3");
-    if (spec.n_ctx_orig < 0 || (spec.n_ctx_orig != 0 && spec.family != SyntheticFamily::phi3))
-        throw po::error("--ctx-orig must be >= 0 and is for --arch phi3");
+    if (rope_scaling != "none" && rope_scaling != "yarn")
+        throw po::error("--rope-scaling '" + rope_scaling +
+                        "' is not one synth writes (none, yarn)");
+    const bool yarn = rope_scaling == "yarn";
+    if (yarn && spec.family == SyntheticFamily::phi3)
+        throw po::error("--rope-scaling yarn is not for --arch phi3 (its scaling is LongRoPE)");
+    if (!yarn && !vm["rope-scaling-factor"].defaulted())
+        throw po::error("--rope-scaling-factor is for --rope-scaling yarn");
+    if (!yarn) spec.yarn_factor = 0.0f;
+    if (yarn && !(spec.yarn_factor >= 1.0f))
+        throw po::error("--rope-scaling-factor " + std::to_string(spec.yarn_factor) +
+                        " must be >= 1");
+    if (spec.n_ctx_orig < 0 ||
+        (spec.n_ctx_orig != 0 && spec.family != SyntheticFamily::phi3 && !yarn))
+        throw po::error("--ctx-orig must be >= 0 and is for --arch phi3 or --rope-scaling yarn");
     if (spec.family == SyntheticFamily::phi3 && !vm.count("n-rot")) {
         const int64_t head = spec.head_dim > 0 ? spec.head_dim : spec.n_embd / spec.n_head;
         spec.n_rot = head * 3 / 4 / 2 * 2;  // partial rotary, as Phi-4-mini

@@ -220,6 +220,10 @@ void check_spec(const SyntheticModelSpec& s) {
     check(s.n_rot >= 0 && s.n_rot <= head_dim && s.n_rot % 2 == 0,
           "--n-rot must be even and at most the head dimension");
     check(s.n_ctx_orig >= 0 && s.n_ctx_orig <= s.n_ctx, "--ctx-orig must be at most --ctx");
+    check(s.yarn_factor == 0.0f || (s.yarn_factor >= 1.0f && s.yarn_factor <= 1e6f),
+          "--rope-scaling-factor must be in 1..1e6");
+    check(s.yarn_factor == 0.0f || s.family != SyntheticFamily::phi3,
+          "phi3's RoPE scaling is LongRoPE, not YaRN");
     if (has_experts(s.family)) {
         const std::string name = synthetic_family_name(s.family);
         check(s.n_expert >= 2 && s.n_expert <= 256, name + " needs 2..256 experts");
@@ -456,6 +460,12 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
         w.add_uint32(key("rope.scaling.original_context_length"),
                      static_cast<uint32_t>(n_ctx_orig));
         w.add_float32(key("rope.scaling.attn_factor"), attn_factor);
+    }
+    if (s.yarn_factor > 0.0f) {
+        w.add_string(key("rope.scaling.type"), "yarn");
+        w.add_float32(key("rope.scaling.factor"), s.yarn_factor);
+        w.add_uint32(key("rope.scaling.original_context_length"),
+                     static_cast<uint32_t>(n_ctx_orig));
     }
     w.add_float32(key("rope.freq_base"), s.rope_freq_base);
     w.add_float32(key("attention.layer_norm_rms_epsilon"), s.rms_eps);

@@ -20,7 +20,7 @@ function(dwell_kit_sources kit var)
   if(kit STREQUAL "backend")
     set(files)
   elseif(kit STREQUAL "model")
-    set(files metadata_reader.cpp transformer_hparams.cpp graph_builder.cpp transformer_blocks.cpp
+    set(files metadata_reader.cpp rope_scaling.cpp transformer_hparams.cpp graph_builder.cpp transformer_blocks.cpp
               decoder_family.cpp model_plugin_entry.cpp moe_feed_forward.cpp)
   else()
     message(FATAL_ERROR "dwell: no kit named '${kit}' (the kits are backend and model)")

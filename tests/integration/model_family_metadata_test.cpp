@@ -188,5 +188,51 @@ TEST(ModelFamilyMetadata, AnUnservedArchitectureListsEachServedOneOnceWithItsPlu
     EXPECT_NE(list.find("mixtral"), std::string::npos) << msg;  // the plugin, named
 }
 
+// YaRN's keys, read by the kit for every family: an unknown scaling type, a
+// factor below 1 and a missing original context are each refused in one
+// line naming the key (and the value); the good file loads.
+TEST(ModelFamilyMetadata, YarnScalingKeysAreRangeCheckedNamingTheKey) {
+    TempDir dir;
+    SyntheticModelSpec s = small_model_spec();
+    s.family = SyntheticFamily::qwen3;
+    s.dtype = DWELL_F32;
+    s.rms_eps = 1e-6f;
+    s.n_ctx_orig = s.n_ctx / 4;
+    s.yarn_factor = 4.0f;
+    const fs::path good = dir.path() / "qwen3-yarn.gguf";
+    write_synthetic_model(s, good);
+    ASSERT_EQ(model_load_error(good), "");
+    const std::string refused = "the qwen3 model plugin refused the model: ";
+    const std::pair<GgufEdit, std::string> cases[] = {
+        {{.key = "qwen3.rope.scaling.type", .text = "dynamic"},
+         refused + "metadata key qwen3.rope.scaling.type = 'dynamic' is not supported (none, "
+                   "linear, longrope and yarn are)"},
+        {{.key = "qwen3.rope.scaling.factor", .value = 0},
+         refused + "metadata key qwen3.rope.scaling.factor = 0.000000 is out of range (1 to "
+                   "1e6)"},
+        {{.key = "qwen3.rope.scaling.factor"},
+         refused + "metadata key qwen3.rope.scaling.factor is missing; YaRN needs it"},
+        {{.key = "qwen3.rope.scaling.original_context_length"},
+         refused + "metadata key qwen3.rope.scaling.original_context_length is missing; YaRN "
+                   "needs it"},
+        {{.key = "qwen3.rope.scaling.original_context_length", .value = 0},
+         refused + "metadata key qwen3.rope.scaling.original_context_length = 0 is outside "
+                   "1..16777216"},
+        {{.key = "qwen3.rope.scaling.yarn_ext_factor", .value = 2},
+         refused + "metadata key qwen3.rope.scaling.yarn_ext_factor = 2.000000 is out of range "
+                   "(0 to 1)"},
+        {{.key = "qwen3.rope.scaling.yarn_beta_fast", .value = -32},
+         refused + "metadata key qwen3.rope.scaling.yarn_beta_fast = -32.000000 is out of range "
+                   "(1e-3 to 1e6)"},
+    };
+    for (const auto& [edit, expected] : cases) {
+        const fs::path bad = edited_gguf_copy(good, edit, dir.path() / "bad.gguf");
+        const std::string msg = model_load_error(bad);
+        EXPECT_NE(msg.find(expected), std::string::npos) << edit.key << ": " << msg;
+        EXPECT_NE(msg.find(bad.string()), std::string::npos) << msg;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+}
+
 }  // namespace
 }  // namespace dwell::test

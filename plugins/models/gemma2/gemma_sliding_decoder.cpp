@@ -20,6 +20,12 @@ void read_sliding_keys(const kit::MetadataReader& m, SlidingHParams& h, int64_t 
                        int64_t min_window, int64_t default_pattern, float default_base_swa) {
     const auto key = [&](const char* s) { return m.arch_key(s); };
     const kit::TransformerHParams& b = h.base;
+    // This decoder's rotation takes no factors: YaRN refused, not ignored.
+    if (!b.rope_freq_factors.empty() || b.rope_attn_factor != 1.0f)
+        throw std::runtime_error("metadata key " + key("rope.scaling.type") +
+                                 " asks for YaRN or an attention factor, which dwell does not "
+                                 "support for " +
+                                 b.arch);
     // Local layers with another head size or rotation would need caches of
     // another width: refused rather than misread.
     if (m.int_or(key("attention.key_length_swa"), b.head_dim, 1, 1 << 12) != b.head_dim ||

@@ -28,6 +28,11 @@ Qwen35HParams read_qwen35_hparams(const kit::MetadataReader& m) {
     if (!m.has(key("attention.layer_norm_rms_epsilon")))
         throw bad("metadata key " + key("attention.layer_norm_rms_epsilon") +
                   " is missing; qwen35 files must say their norm epsilon");
+    // This decoder's rotation takes no factors: YaRN refused, not ignored.
+    if (!h.base.rope_freq_factors.empty() || h.base.rope_attn_factor != 1.0f)
+        throw bad("metadata key " + key("rope.scaling.type") +
+                  " asks for YaRN or an attention factor, which dwell does not support for " +
+                  h.base.arch);
     // Multi-token-prediction blocks follow the trunk; only the trunk runs.
     const int64_t n_nextn =
         m.int_or(key("nextn_predict_layers"), 0, 0, std::max<int64_t>(0, h.base.n_layer - 1));

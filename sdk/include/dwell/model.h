@@ -132,6 +132,14 @@ typedef struct dwell_graph_builder {
      * declared no such state or the shape does not match. */
     int32_t (*recurrent_state)(void* self, int32_t layer, int32_t which, int32_t n_dims,
                                const int64_t* ne);
+    /* ABI 1.8 (check DWELL_HAS_FIELD): a read-only F32 tensor of the given
+     * shape holding a copy of `data` (as many floats as the shape has
+     * elements), for values a plugin computes from the metadata rather than
+     * reads from the file (YaRN's RoPE frequency factors). Backends see it as
+     * a weight named `name`; a second call with the same name returns the
+     * first tensor. -1 on a bad shape or a name the file's tensors use. */
+    int32_t (*constant)(void* self, const char* name, int32_t n_dims, const int64_t* ne,
+                        const float* data);
 } dwell_graph_builder;
 
 typedef struct dwell_model_plugin {

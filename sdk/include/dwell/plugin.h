@@ -45,8 +45,9 @@ extern "C" {
  * dwell_model_info.state_elems and dwell_graph_builder.recurrent_state
  * (model.h); 1.7 DWELL_OP_SIGMOID, SOFTPLUS, SLICE and GATED_DELTA_NET
  * (graph.h), dwell_model_info.flags with DWELL_MODEL_STATE_SPANS_CONTEXT
- * (model.h). sdk/ABI.md has the details. */
-#define DWELL_ABI_MINOR 7
+ * (model.h); 1.8 dwell_graph_builder.constant (model.h). sdk/ABI.md has
+ * the details. */
+#define DWELL_ABI_MINOR 8
 
 #if defined(_WIN32)
 #define DWELL_PLUGIN_EXPORT __declspec(dllexport)

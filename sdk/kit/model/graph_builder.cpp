@@ -77,6 +77,23 @@ int32_t Builder::recurrent_state(int32_t layer, int32_t which,
     throw std::runtime_error(what + ": hybrid models need a dwell host of ABI 1.6 or later");
 }
 
+int32_t Builder::constant(const std::string& name, std::initializer_list<int64_t> ne,
+                          std::span<const float> data) const {
+    const std::string what = "constant " + name;
+#if DWELL_ABI_MINOR >= 8
+    if (DWELL_HAS_FIELD(&b_, dwell_graph_builder, constant) && b_.constant != nullptr)
+        return check(b_.constant(b_.self, name.c_str(), static_cast<int32_t>(ne.size()), ne.begin(),
+                                 data.data()),
+                     what);
+#else
+    (void)ne;
+    (void)data;
+#endif
+    throw std::runtime_error(what +
+                             ": this model's RoPE scaling needs a dwell host of ABI 1.8 or "
+                             "later");
+}
+
 void Builder::layer(int32_t l) const {
     b_.set_layer(b_.self, l);
 }

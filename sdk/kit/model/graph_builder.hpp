@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 
 #include "dwell/model.h"
@@ -40,6 +41,11 @@ public:
     // when the host predates it, or the model declared no such state or
     // another element count (dwell_model_info.state_elems).
     int32_t recurrent_state(int32_t layer, int32_t which, std::initializer_list<int64_t> ne) const;
+    // A read-only F32 tensor of shape `ne` holding a copy of `data`, for
+    // values computed from the metadata (ABI 1.8); throws when the host
+    // predates it. The same name again returns the same tensor.
+    int32_t constant(const std::string& name, std::initializer_list<int64_t> ne,
+                     std::span<const float> data) const;
     // Tags the nodes added from now on with a layer (-1: none).
     void layer(int32_t l) const;
     void output(int32_t t) const;

@@ -34,7 +34,14 @@ int32_t self_attention(const Builder& b, const TransformerHParams& h, int32_t la
         k = per_head_rms_norm(b, k, b.weight(layer_tensor(layer, "attn_k_norm")), h.head_dim,
                               h.n_head_kv, n_tokens, h.rms_eps);
     }
-    const int32_t factors = o.rope_factors.empty() ? -1 : b.optional_weight(o.rope_factors);
+    int32_t factors = o.rope_factors.empty() ? -1 : b.optional_weight(o.rope_factors);
+    if (o.rope && !h.rope_freq_factors.empty()) {
+        // Angles divide by both: the product is the one factor per pair.
+        const int32_t computed =
+            b.constant("rope_scaling_factors", {static_cast<int64_t>(h.rope_freq_factors.size())},
+                       h.rope_freq_factors);
+        factors = factors < 0 ? computed : b.op(DWELL_OP_MUL, {factors, computed});
+    }
     const auto rope = [&](int32_t t) {
         // Two fparams and two inputs without factors: what a pre-1.5 backend runs.
         if (factors < 0 && h.rope_attn_factor == 1.0f)

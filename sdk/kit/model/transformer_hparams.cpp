@@ -61,21 +61,10 @@ TransformerHParams read_hparams(const MetadataReader& m, float default_rms_eps,
     // NaN, which would surface only as garbage logits; refused here.
     h.rms_eps = m.positive_float_or(key("attention.layer_norm_rms_epsilon"), default_rms_eps);
     h.rope_freq_base = m.positive_float_or(key("rope.freq_base"), 10000.0f);
-    h.rope_attn_factor = m.positive_float_or(key("rope.scaling.attn_factor"), 1.0f);
-    const std::string scaling = m.string(key("rope.scaling.type")).value_or("");
-    const float factor = m.float_or(key("rope.scaling.factor"), 0.0f);
-    // LongRoPE's scaling is its factor tensors (the family reads them); a
-    // factor beside it scales positions linearly, as for "linear".
-    if ((scaling == "linear" || scaling == "longrope") && factor > 0) {
-        h.rope_freq_scale = 1.0f / factor;
-        if (!std::isfinite(h.rope_freq_scale))
-            throw std::runtime_error("metadata key " + key("rope.scaling.factor") +
-                                     " is too small to divide by");
-    } else if (!scaling.empty() && scaling != "none" && scaling != "linear" &&
-               scaling != "longrope") {
-        throw std::runtime_error(key("rope.scaling.type") + " '" + scaling +
-                                 "' is not supported yet (linear, longrope and none are)");
-    }
+    const RopeScaling scaling = read_rope_scaling(m, h.n_rot, h.rope_freq_base);
+    h.rope_freq_scale = scaling.freq_scale;
+    h.rope_attn_factor = scaling.attn_factor;
+    h.rope_freq_factors = scaling.freq_factors;
 
     // The vocabulary size is the embedding table's row count.
     const auto embd = m.tensor("token_embd.weight");

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dwell/model.h"
 #include "model/metadata_reader.hpp"
+#include "model/rope_scaling.hpp"
 
 namespace dwell::model_kit {
 
@@ -28,6 +30,10 @@ struct TransformerHParams {
     // rope.scaling.attn_factor: RoPE's cos and sin are scaled by it (LongRoPE
     // files carry it; ABI 1.5).
     float rope_attn_factor = 1.0f;
+    // Per-pair RoPE frequency factors [n_rot/2] computed from the metadata
+    // (YaRN, rope_scaling.hpp), on top of any factor tensor of the file;
+    // empty: none.
+    std::vector<float> rope_freq_factors;
     bool tied_output = false;  // output.weight absent: reuse token_embd.weight
 
     int64_t q_width() const { return head_dim * n_head; }

@@ -48,12 +48,18 @@ public:
     // while the Graph lives). Call after data pointers are final.
     const dwell_graph& c_graph();
     int32_t find_input(const std::string& name) const;
+    // Storage for a constant's values (ABI 1.8) that lives as long as the
+    // graph; deque: growth never moves earlier values.
+    std::vector<float>& keep_constant(std::vector<float> values) {
+        return constants_.emplace_back(std::move(values));
+    }
 
     // The tensor that owns the memory of `id` (itself unless it is a view).
     int32_t storage_of(int32_t id) const { return slots[id].view_of >= 0 ? slots[id].view_of : id; }
 
 private:
     std::deque<std::string> names_;  // deque: growth never moves existing strings
+    std::deque<std::vector<float>> constants_;
     std::vector<dwell_tensor> c_tensors_;
     dwell_graph c_graph_{};
 };

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,6 +45,10 @@ public:
     // The layer's carried state `which` as an F32 tensor of shape `ne`, whose
     // element count must be the state's.
     int32_t recurrent_state(int32_t layer, int32_t which, std::span<const int64_t> ne);
+    // A read-only F32 tensor holding a copy of `data` (ABI 1.8), kept by the
+    // graph and treated as a weight; the same name again returns it.
+    int32_t constant(std::string_view name, std::span<const int64_t> ne,
+                     std::span<const float> data);
     int32_t op(dwell_op op, std::span<const int32_t> inputs, std::span<const int32_t> iparams = {},
                std::span<const float> fparams = {});
     int32_t reshape(int32_t tensor, std::span<const int64_t> ne);
@@ -63,6 +68,7 @@ private:
     CacheLookup caches_;
     StateLookup states_;
     int32_t layer_ = -1;
+    std::set<std::string, std::less<>> constant_names_;  // constant()'s, not the file's
     std::string last_error_;
     dwell_graph_builder c_{};
 };

@@ -79,6 +79,10 @@ struct SyntheticModelSpec {
     // phi3: rope.scaling.original_context_length (0: n_ctx / 4); a session
     // whose context exceeds it uses the long factors.
     int64_t n_ctx_orig = 0;
+    // > 0 (then >= 1): rope.scaling.type "yarn" with this factor and
+    // rope.scaling.original_context_length n_ctx_orig (0: n_ctx / 4); not
+    // for phi3, whose scaling is LongRoPE.
+    float yarn_factor = 0.0f;
     float rms_eps = 1e-5f;
     bool tied_output = false;       // gemma is always tied
     dwell_dtype dtype = DWELL_F32;  // matrices; norms, biases and routers stay F32
