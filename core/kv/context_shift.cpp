@@ -62,9 +62,12 @@ void rotate_row(const KeyRope& r, float* x, int64_t width, double delta) {
     for (int64_t head = 0; head + r.head_dim <= width; head += r.head_dim) {
         float* h = x + head;
         for (int64_t i = 0; i < half; ++i) {
-            const double theta =
+            double theta =
                 delta * r.freq_scale *
                 std::pow(static_cast<double>(r.freq_base), -2.0 * static_cast<double>(i) / r.n_rot);
+            // The attention factor is in the stored key already: a turn by
+            // delta changes only the angle.
+            if (!r.freq_factors.empty()) theta /= r.freq_factors[static_cast<size_t>(i)];
             const double c = std::cos(theta), s = std::sin(theta);
             const int64_t a = r.mode == DWELL_ROPE_NEOX ? i : 2 * i;
             const int64_t b = r.mode == DWELL_ROPE_NEOX ? i + half : 2 * i + 1;
@@ -148,6 +151,16 @@ std::optional<KeyRope> key_rope_of(const Graph& graph, const dwell_node& node) {
     r.head_dim = graph.slots[rope.inputs[0]].tensor.ne[0];
     r.freq_base = rope.fparams[0];
     r.freq_scale = rope.fparams[1];
+    if (rope.n_inputs >= 3 && rope.inputs[2] >= 0) {
+        const dwell_tensor& f = graph.slots[graph.storage_of(rope.inputs[2])].tensor;
+        const int64_t n = dwell_tensor_nelements(&f);
+        if (f.dtype == DWELL_F32 && f.data && n == r.n_rot / 2) {
+            const auto* v = static_cast<const float*>(f.data);
+            r.freq_factors.assign(v, v + n);
+        } else {
+            r.factors_unknown = true;
+        }
+    }
     return r;
 }
 
@@ -185,6 +198,16 @@ void shift_context(KvCache& kv, const std::vector<std::optional<KeyRope>>& ropes
                     "context shift: cannot drop " + std::to_string(n_discard) + " of " +
                         std::to_string(n_past) + " positions after the first " +
                         std::to_string(n_keep));
+    }
+    // Checked for every layer before any row moves.
+    for (size_t l = 0; l < ropes.size(); ++l) {
+        if (ropes[l] && ropes[l]->factors_unknown) {
+            throw Error(DWELL_ERR_UNSUPPORTED,
+                        "context shift: layer " + std::to_string(l) +
+                            " rotates its keys with RoPE frequency factors computed during the "
+                            "step, so they cannot be turned to new positions (raise --ctx, or "
+                            "start a new session from a shorter prompt)");
+        }
     }
     const int64_t n_after = n_past - n_discard;
     // Rows move into pages other sessions may share: those are copied first.

@@ -24,6 +24,13 @@ struct KeyRope {
     int64_t head_dim = 0;
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;
+    // ROPE's frequency factors f_i (one per rotated pair, each angle
+    // divided by it: Llama 3's rope_freqs, LongRoPE, YaRN); empty: none.
+    std::vector<float> freq_factors{};
+    // The node has factors whose values the graph does not hold when it is
+    // built (computed by an op, or a weight not resident): shift_context
+    // refuses such keys rather than turn them by the wrong angles.
+    bool factors_unknown = false;
 };
 
 // The RoPE applied to the keys of the first ATTENTION node of `graph`;
