@@ -23,7 +23,8 @@ class GgufWriter;
 
 struct BpeVocab {
     std::vector<std::string> tokens;  // byte-alphabet text, as tokenizer.ggml.tokens
-    std::vector<int32_t> types;       // GGUF token types: 1 normal, 3 control, 4 user-defined, 5 reserved
+    std::vector<int32_t>
+        types;  // GGUF token types: 1 normal, 3 control, 4 user-defined, 5 reserved
     std::vector<std::string> merges;  // "left right", lowest rank first
     int32_t bos = -1, eos = -1;
     int32_t pad = -1;
