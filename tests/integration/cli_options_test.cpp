@@ -375,6 +375,8 @@ constexpr const char* kNoAddressSpaceLimit =
 std::optional<std::pair<int, std::string>> synth_limited(const TempDir& dir,
                                                          const std::string& args) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    (void)dir;
+    (void)args;
     return std::nullopt;
 #else
     if (!emulator_prefix().empty()) return std::nullopt;
