@@ -247,8 +247,15 @@ private:
     }
 
     void parse_device(const toml::table& t, Manifest& m) const {
-        check_keys(t, "[device]", std::array{"name", "match"});
+        check_keys(t, "[device]",
+                   std::array{"name", "match", "storage_read_mb_s", "dram_bandwidth_gb_s"});
         if (const toml::node* n = t.get("name")) m.name = string_of(*n, "[device] name");
+        // Bounds well past any device of the next decade, so a unit mix-up
+        // (bytes for MB, MB for GB) is refused rather than projected.
+        if (const toml::node* n = t.get("storage_read_mb_s"))
+            m.storage_read_mb_s = double_of(*n, "[device] storage_read_mb_s", 1, 1e6);
+        if (const toml::node* n = t.get("dram_bandwidth_gb_s"))
+            m.dram_bandwidth_gb_s = double_of(*n, "[device] dram_bandwidth_gb_s", 0.1, 1e4);
         if (const toml::node* n = t.get("match")) {
             const toml::table& mt = table_of(*n, "[device] match");
             check_keys(mt, "[device.match]",

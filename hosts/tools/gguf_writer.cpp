@@ -4,9 +4,13 @@
 // silently shift every tensor that follows.
 #include "dwell/tools/gguf_writer.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <system_error>
 
@@ -49,6 +53,11 @@ void put_array_header(std::vector<uint8_t>& out, std::string_view key, GgufType 
 
 void pad_to(std::vector<uint8_t>& out, uint64_t alignment) {
     out.resize((out.size() + alignment - 1) / alignment * alignment, 0);
+}
+
+[[noreturn]] void spill_error(const std::filesystem::path& folder, const std::string& what,
+                              int err) {
+    throw Error(DWELL_ERR_IO, folder.string() + ": " + what + ": " + std::strerror(err));
 }
 
 [[noreturn]] void invalid(const std::string& what) {
@@ -145,8 +154,35 @@ void GgufWriter::add_tensor(std::string_view name, dwell_dtype dtype, std::span<
         invalid(where + ": " + std::to_string(data.size()) + " bytes of data, expected " +
                 std::to_string(expected) + " for its " + dwell_dtype_name(dtype) + " shape");
     }
+    if (spill_.get() >= 0) {
+        for (size_t done = 0; done < data.size();) {
+            const ssize_t n = ::write(spill_.get(), data.data() + done, data.size() - done);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) spill_error(spill_folder_, "writing tensor data to a temporary", errno);
+            done += static_cast<size_t>(n);
+        }
+        spilled_ += data.size();
+        tensors_.push_back(Tensor{
+            std::string(name), dtype, std::vector<int64_t>(ne.begin(), ne.end()), {}, data.size()});
+        return;
+    }
     tensors_.push_back(Tensor{std::string(name), dtype, std::vector<int64_t>(ne.begin(), ne.end()),
-                              std::vector<uint8_t>(data.begin(), data.end())});
+                              std::vector<uint8_t>(data.begin(), data.end()), data.size()});
+}
+
+void GgufWriter::spill_tensors_to(const std::filesystem::path& folder) {
+    if (!tensors_.empty()) invalid("spill_tensors_to must come before the first tensor");
+    // O_TMPFILE: the temporary has no name, so nothing is left behind
+    // whatever happens to this process.
+    const int fd = ::open(folder.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) spill_error(folder, "creating a temporary for tensor data", errno);
+    if (spill_.fd >= 0) ::close(spill_.fd);
+    spill_.fd = fd;
+    spill_folder_ = folder;
+}
+
+GgufWriter::Spill::~Spill() {
+    if (fd >= 0) ::close(fd);
 }
 
 std::vector<uint8_t> GgufWriter::header_bytes() const {
@@ -169,7 +205,7 @@ std::vector<uint8_t> GgufWriter::header_bytes() const {
         for (int64_t d : t.ne) put(out, static_cast<uint64_t>(d));
         put(out, ggml_from_dtype(t.dtype));
         put(out, offset);
-        offset += (t.data.size() + alignment_ - 1) / alignment_ * alignment_;
+        offset += (t.size + alignment_ - 1) / alignment_ * alignment_;
     }
 
     // Every tensor, the last included, is padded as ggml does, so the file
@@ -179,6 +215,7 @@ std::vector<uint8_t> GgufWriter::header_bytes() const {
 }
 
 std::vector<uint8_t> GgufWriter::bytes() const {
+    if (spill_.get() >= 0) invalid("bytes() is not for a writer that spills its tensors");
     std::vector<uint8_t> out = header_bytes();
     for (const Tensor& t : tensors_) {
         out.insert(out.end(), t.data.begin(), t.data.end());
@@ -194,9 +231,28 @@ void GgufWriter::write(const std::filesystem::path& path) const {
     const std::vector<uint8_t> header = header_bytes();
     out.write(header.data(), header.size());
     const std::vector<uint8_t> zeros(static_cast<size_t>(std::min<uint64_t>(alignment_, 65536)), 0);
+    std::vector<uint8_t> chunk;
+    uint64_t spill_at = 0;
     for (const Tensor& t : tensors_) {
-        out.write(t.data.data(), t.data.size());
-        const uint64_t rest = t.data.size() % alignment_;
+        if (spill_.get() >= 0) {
+            chunk.resize(static_cast<size_t>(std::min<uint64_t>(t.size, uint64_t{8} << 20)));
+            for (uint64_t done = 0; done < t.size;) {
+                const size_t want =
+                    static_cast<size_t>(std::min<uint64_t>(chunk.size(), t.size - done));
+                const ssize_t n =
+                    ::pread(spill_.get(), chunk.data(), want, static_cast<off_t>(spill_at + done));
+                if (n < 0 && errno == EINTR) continue;
+                if (n <= 0)
+                    spill_error(spill_folder_, "reading back spilled tensor data",
+                                n < 0 ? errno : EIO);
+                out.write(chunk.data(), static_cast<size_t>(n));
+                done += static_cast<uint64_t>(n);
+            }
+            spill_at += t.size;
+        } else {
+            out.write(t.data.data(), t.data.size());
+        }
+        const uint64_t rest = t.size % alignment_;
         for (uint64_t pad = rest ? alignment_ - rest : 0; pad > 0;) {
             const uint64_t n = std::min<uint64_t>(pad, zeros.size());
             out.write(zeros.data(), static_cast<size_t>(n));

@@ -167,6 +167,8 @@ void check(bool ok, const std::string& what) {
 // Synthetic models are for tests, demos and benchmarks: 64 GiB is past any
 // model a phone runs.
 constexpr int kMaxSyntheticGiB = 64;
+// Past this, tensor data goes to a temporary file instead of memory.
+constexpr double kSpillBytes = double(uint64_t{1} << 30);
 
 // The tensor bytes a spec gives (the vocabulary and header aside), before
 // any of its numbers are known to fit together.
@@ -271,9 +273,10 @@ void check_spec(const SyntheticModelSpec& s) {
     check_size(s, s.vocab_model ? 0 : std::max<int64_t>(s.n_vocab, 512));
 }
 
-// The whole file is held in memory while it is written: its size is bounded
-// before anything is allocated (in double: the products of the bounds fit
-// one closely enough).
+// Its size is bounded before anything is allocated (in double: the products
+// of the bounds fit one closely enough); a file over kSpillBytes keeps its
+// tensors in a temporary beside the output, not in memory, while it is
+// written (write_model).
 void check_size(const SyntheticModelSpec& s, int64_t n_vocab) {
     const double gib = synthetic_model_bytes(s, n_vocab) / double(uint64_t{1} << 30);
     if (gib > kMaxSyntheticGiB) {
@@ -400,6 +403,24 @@ void write_model(const SyntheticModelSpec& s, const std::filesystem::path& out) 
     const int64_t dn_key = head_dim * s.n_head_kv, dn_value = head_dim * s.n_head;
     const int64_t dn_conv = 2 * dn_key + dn_value;
     GgufWriter w(s.alignment);
+    if (synthetic_model_bytes(s, n_vocab) > kSpillBytes) {
+        std::filesystem::path folder = out.parent_path();
+        if (folder.empty()) folder = ".";
+        // The temporary and the file exist together until the copy ends.
+        const double need = 2 * synthetic_model_bytes(s, n_vocab) + double(uint64_t{1} << 30);
+        std::error_code ec;
+        const auto space = std::filesystem::space(folder, ec);
+        if (!ec && double(space.available) < need) {
+            char text[200];
+            std::snprintf(text, sizeof text,
+                          "writing this model takes %.1f GiB of free space in %s (twice its size "
+                          "while it is written), which has %.1f GiB",
+                          need / double(uint64_t{1} << 30), folder.string().c_str(),
+                          double(space.available) / double(uint64_t{1} << 30));
+            check(false, text);
+        }
+        w.spill_tensors_to(folder);
+    }
     const auto key = [&](const char* suffix) { return arch + "." + suffix; };
     w.add_string("general.architecture", arch);
     // llama.cpp gives special tokens of a model named "phi3" or "phi-3"

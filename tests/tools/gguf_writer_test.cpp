@@ -236,6 +236,33 @@ TEST_F(GgufWriterTest, BytesMatchWrittenFile) {
     EXPECT_EQ(on_disk, w.bytes());
 }
 
+// A writer that spills its tensors to a temporary (synth's files larger than
+// memory) writes the same bytes as one that holds them, at odd alignments
+// too, and leaves nothing behind in the folder but the file.
+TEST_F(GgufWriterTest, SpilledTensorsWriteTheSameFile) {
+    for (uint64_t alignment : {32u, 4096u}) {
+        SCOPED_TRACE(alignment);
+        GgufWriter held(alignment), spilled(alignment);
+        spilled.spill_tensors_to(dir_);
+        for (GgufWriter* w : {&held, &spilled}) {
+            w->add_string("a", "b");
+            Fixture().add_to(*w);
+        }
+        EXPECT_THROW(spilled.bytes(), Error);
+        const fs::path path = dir_ / "spilled.gguf";
+        spilled.write(path);
+        std::ifstream in(path, std::ios::binary);
+        const std::vector<uint8_t> on_disk((std::istreambuf_iterator<char>(in)),
+                                           std::istreambuf_iterator<char>());
+        EXPECT_EQ(on_disk, held.bytes());
+        EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+        fs::remove(path);
+    }
+    GgufWriter late;
+    Fixture().add_to(late);
+    EXPECT_THROW(late.spill_tensors_to(dir_), Error);
+}
+
 TEST_F(GgufWriterTest, CustomAlignmentWritesKey) {
     for (uint64_t alignment : {1u, 8u, 64u, 4096u}) {
         SCOPED_TRACE(alignment);

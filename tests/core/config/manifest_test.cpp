@@ -84,10 +84,26 @@ TEST(ManifestTest, ParsesShippedGenericManifest) {
     EXPECT_TRUE(m.plugins.sha256.empty());
 }
 
+// The phone projection (tests/bench/phone_projection.sh) reads the spec-sheet
+// rates of every phone manifest; a phone shipped without them would drop
+// out of its table silently.
+TEST(ManifestTest, ShippedPhoneManifestsCarryTheirRates) {
+    for (const char* phone : {"snapdragon-8gen3", "dimensity-9300", "kirin-9000s"}) {
+        SCOPED_TRACE(phone);
+        const dwell::Manifest m = dwell::Manifest::load(
+            fs::path(DWELL_TEST_SOURCE_DIR "/manifests") / (std::string(phone) + ".toml"));
+        EXPECT_GE(m.storage_read_mb_s, 1000.0);
+        EXPECT_GE(m.dram_bandwidth_gb_s, 20.0);
+        EXPECT_GT(m.memory.budget_bytes, 0u);
+    }
+}
+
 TEST(ManifestTest, ParsesEveryKey) {
     const std::string hash = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08";
     const std::string text = R"([device]
 name = "Test phone"
+storage_read_mb_s = 4200
+dram_bandwidth_gb_s = 76.8
 
 [device.match]
 soc_model = ["SM8650", "SM8650P"]
@@ -137,6 +153,8 @@ sha256 = { qnn = ")" + hash + R"(" }
     const dwell::Manifest m = dwell::Manifest::parse(text, "/etc/dwell/phone.toml");
     EXPECT_EQ(m.source, fs::path("/etc/dwell/phone.toml"));
     EXPECT_EQ(m.name, "Test phone");
+    EXPECT_DOUBLE_EQ(m.storage_read_mb_s, 4200);
+    EXPECT_DOUBLE_EQ(m.dram_bandwidth_gb_s, 76.8);
     EXPECT_EQ(m.match.soc_model, (std::vector<std::string>{"SM8650", "SM8650P"}));
     EXPECT_EQ(m.match.soc_id, std::vector<std::string>{"557"});
     EXPECT_EQ(m.match.cpu_part, std::vector<std::string>{"0xd82"});
@@ -150,9 +168,9 @@ sha256 = { qnn = ")" + hash + R"(" }
               (std::map<std::string, std::string>{{"perf_mode", "burst"}, {"vtcm_mb", "8"}}));
     EXPECT_EQ(qnn.ops, (std::vector<std::string>{"matmul", "attention", "moe_combine"}));
     EXPECT_EQ(qnn.layers, (std::vector<int32_t>{0, 1, 31}));
-    EXPECT_EQ(qnn.line, 10);
+    EXPECT_EQ(qnn.line, 12);
     EXPECT_EQ(m.backends[1].plugin, "cpu");
-    EXPECT_EQ(m.backends[1].line, 17);
+    EXPECT_EQ(m.backends[1].line, 19);
 
     EXPECT_EQ(m.memory.budget_bytes, 3072ull << 20);
     EXPECT_EQ(m.memory.page_size, 64u * 1024);
@@ -185,6 +203,8 @@ TEST(ManifestTest, DefaultsWhenOnlyABackendIsGiven) {
     const dwell::Manifest m = dwell::Manifest::parse(kCpu, "min.toml");
     EXPECT_EQ(m.name, "");
     EXPECT_TRUE(m.match.arch.empty());
+    EXPECT_EQ(m.storage_read_mb_s, 0.0);
+    EXPECT_EQ(m.dram_bandwidth_gb_s, 0.0);
     ASSERT_EQ(m.backends.size(), 1u);
     EXPECT_EQ(m.backends[0].line, 1);
     EXPECT_EQ(m.memory.budget_bytes, 0u);
@@ -336,6 +356,16 @@ TEST(ManifestErrorTest, OutOfRange) {
                    "test.toml:4:11: ", "[cpu] threads must be between 0 and 1024, got 100000");
     expect_invalid("[[backend]]\nplugin = \"cpu\"\nlayers = [0, -2]\n",
                    "test.toml:3:14: ", "[[backend]] layers[1] must be between 0 and");
+}
+
+TEST(ManifestErrorTest, DeviceRatesOutOfRange) {
+    // A rate in the wrong unit (bytes per second for MB/s) is refused, not projected.
+    expect_invalid("[device]\nstorage_read_mb_s = 4200000000\n" + kCpu, "test.toml:2:21: ",
+                   "[device] storage_read_mb_s must be between 1 and 1e+06, got 4.2e+09");
+    expect_invalid("[device]\ndram_bandwidth_gb_s = 0\n" + kCpu, "test.toml:2:23: ",
+                   "[device] dram_bandwidth_gb_s must be between 0.1 and 10000, got 0");
+    expect_invalid("[device]\ndram_bandwidth_gb_s = \"fast\"\n" + kCpu,
+                   "test.toml:2:", "[device] dram_bandwidth_gb_s must be a number");
 }
 
 TEST(ManifestErrorTest, BadWeightsMode) {

@@ -53,6 +53,13 @@ struct DWELL_CORE_API Manifest {
     std::filesystem::path source;  // file it came from ("<string>" if parsed)
     std::string name;              // [device] name
     ManifestDeviceMatch match;
+    // [device] storage_read_mb_s, dram_bandwidth_gb_s: the device's published
+    // sequential storage read rate (MB/s, 1e6 bytes) and DRAM bandwidth
+    // (GB/s, 1e9 bytes), from its spec sheet; 0 when not given. Only read
+    // by projections (tests/bench/phone_projection.sh), never by the runtime,
+    // which measures what it needs.
+    double storage_read_mb_s = 0;
+    double dram_bandwidth_gb_s = 0;
     std::vector<ManifestBackend> backends;  // in priority order
     struct Memory {
         uint64_t budget_bytes = 0;  // 0: no budget

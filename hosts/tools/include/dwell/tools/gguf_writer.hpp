@@ -35,7 +35,14 @@ public:
     void add_tensor(std::string_view name, dwell_dtype dtype, std::span<const int64_t> ne,
                     std::span<const uint8_t> data);
 
-    // The whole file as bytes (tests corrupt these), or written to `path`.
+    // From now on, tensor data goes to an unnamed temporary file in
+    // `folder` as it is added instead of staying in memory, so a file larger
+    // than RAM can be written (the 30B-class bench models); write() copies
+    // it after the header. Call before the first add_tensor.
+    void spill_tensors_to(const std::filesystem::path& folder);
+
+    // The whole file as bytes (tests corrupt these; not once spilling), or
+    // written to `path`.
     std::vector<uint8_t> bytes() const;
     void write(const std::filesystem::path& path) const;
 
@@ -47,12 +54,26 @@ private:
         std::string name;
         dwell_dtype dtype;
         std::vector<int64_t> ne;
-        std::vector<uint8_t> data;
+        std::vector<uint8_t> data;  // empty when spilled
+        uint64_t size = 0;
     };
     uint64_t alignment_;
     uint64_t n_kv_ = 0;
     std::vector<uint8_t> kv_;  // serialised key/value section
     std::vector<Tensor> tensors_;
+    // The spilled tensors' data, back to back, unpadded (libdwell keeps its
+    // FileDescriptor to itself).
+    struct Spill {
+        int fd = -1;
+        Spill() = default;
+        Spill(const Spill&) = delete;
+        Spill& operator=(const Spill&) = delete;
+        ~Spill();
+        int get() const { return fd; }
+    };
+    Spill spill_;
+    std::filesystem::path spill_folder_;
+    uint64_t spilled_ = 0;
 };
 
 }  // namespace dwell
