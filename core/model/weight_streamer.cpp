@@ -169,8 +169,9 @@ struct WeightStreamer::Impl {
     int64_t n_expert = 0;
     int32_t expert_margin = 0;
     std::unique_ptr<ExpertCache> experts;
-    std::mutex expert_phase;            // one layer's experts held at a time
-    std::deque<ExpertRouting> routing;  // under `mutex`
+    std::mutex expert_phase;                          // one layer's experts held at a time
+    std::deque<ExpertRouting> routing;                // under `mutex`
+    std::vector<std::vector<int32_t>> predicted_for;  // per MoE layer, under expert_phase
 
     // One MoE layer's EXPERT_MATMULs in a run() range.
     struct ExpertPhase {
@@ -1202,6 +1203,16 @@ void WeightStreamer::Impl::run_expert_phase(const Graph& graph, const dwell_grap
     }
     std::sort(needed.begin(), needed.end());
     needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+    if (predicted_for.size() < moe.size()) predicted_for.resize(moe.size());
+    if (auto& p = predicted_for[static_cast<size_t>(ph.li)]; !p.empty()) {
+        const auto in_p = std::count_if(needed.begin(), needed.end(), [&](int32_t e) {
+            return std::find(p.begin(), p.end(), e) != p.end();
+        });
+        std::lock_guard lock(mutex);
+        stats.experts_predicted += static_cast<uint64_t>(in_p);
+        stats.experts_predictable += needed.size();
+        p.clear();
+    }
     const std::vector<int32_t> slot_of_needed = experts->acquire(ph.li, needed);
     struct Held {
         ExpertCache& c;
@@ -1217,6 +1228,7 @@ void WeightStreamer::Impl::run_expert_phase(const Graph& graph, const dwell_grap
         const int32_t k = static_cast<int32_t>(idt.ne[0]) + expert_margin;
         r.predicted_next = predict(ph.li + 1, *dwell_graph_tensor(&cg, ph.x), k);
         experts->prefetch(ph.li + 1, r.predicted_next);
+        predicted_for[static_cast<size_t>(ph.li) + 1] = r.predicted_next;
     }
     {
         std::lock_guard lock(mutex);

@@ -184,6 +184,7 @@ nlohmann::json weights_json(const Runtime& runtime, const WeightStreamer* stream
             {"hit_rate", share(io.expert_hits, io.experts_needed)},
             {"prefetch_hit_rate", share(io.expert_prefetch_hits, io.experts_needed)},
             {"prefetch_precision", share(io.expert_prefetch_hits, io.expert_prefetches)},
+            {"prediction_recall", share(io.experts_predicted, io.experts_predictable)},
             {"cumulative",
              {{"needed", s.experts_needed},
               {"hits", s.expert_hits},
@@ -464,6 +465,8 @@ void add_stream_delta(WeightStreamStats& sum, const WeightStreamStats& a,
     sum.expert_prefetches += b.expert_prefetches - a.expert_prefetches;
     sum.expert_bytes_read += b.expert_bytes_read - a.expert_bytes_read;
     sum.expert_wait_seconds += b.expert_wait_seconds - a.expert_wait_seconds;
+    sum.experts_predicted += b.experts_predicted - a.experts_predicted;
+    sum.experts_predictable += b.experts_predictable - a.experts_predictable;
 }
 
 // Prefill of the prompt, then n_gen greedy decodes, on `session`; the bar
@@ -630,12 +633,12 @@ void print_weight_streaming(const Runtime& runtime, const WeightStreamer& stream
         std::printf(
             "experts  per decoded token: %.1f needed, %.1f%% cache hits (%.1f%% read ahead by "
             "the prefetcher), %.1f demand misses, %.1f prefetched (%.1f%% used), %s read, "
-            "waiting %.1f ms\n",
+            "waiting %.1f ms; the prediction held %.1f%% of the experts needed\n",
             e["needed_per_token"].get<double>(), 100.0 * e["hit_rate"].get<double>(),
             100.0 * e["prefetch_hit_rate"].get<double>(), e["misses_per_token"].get<double>(),
             e["prefetches_per_token"].get<double>(), 100.0 * e["prefetch_precision"].get<double>(),
             format_bytes(e["bytes_read_per_token"].get<uint64_t>()).c_str(),
-            e["wait_ms_per_token"].get<double>());
+            e["wait_ms_per_token"].get<double>(), 100.0 * e["prediction_recall"].get<double>());
     }
 }
 

@@ -6,9 +6,9 @@
 # layers, hidden 2048, 128 experts with FFN 768, 8 used, 32 query / 4 KV
 # heads of 128, vocab 151936: about 17 GB), written with `dwell synth` into
 # $DWELL_BENCH_DIR (default /tmp/dwell-bench) if missing. --small writes and
-# runs a scaled shape of the same kind instead (8 layers, hidden 512, 32
-# experts with FFN 256, 4 used, 8 / 2 heads of 64, vocab 8192: ~60 MB), to
-# try the script in a minute.
+# runs a scaled shape of the same kind instead (8 layers, hidden 512, 64
+# experts with FFN 512, 4 used, 8 / 2 heads of 64, vocab 8192: ~240 MB), to
+# try the script in a few minutes.
 #
 # 1. Measures this machine's storage read rate on MODEL (O_DIRECT, 16 MiB
 #    reads, median of 5 passes; the first pass after dropping the page cache
@@ -48,8 +48,8 @@ dwell=$build/bin/dwell
 
 if $small; then
   model=${1:-$work/synth-qwen3moe-small-Q4_0.gguf}
-  shape=(--n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 2 --head-dim 64 --n-ff 256
-    --n-expert 32 --n-expert-used 4 --n-vocab 8192)
+  shape=(--n-embd 512 --n-layer 8 --n-head 8 --n-head-kv 2 --head-dim 64 --n-ff 512
+    --n-expert 64 --n-expert-used 4 --n-vocab 8192)
 else
   model=${1:-$work/synth-qwen3moe-30B-A3B-Q4_0.gguf}
   shape=(--n-embd 2048 --n-layer 48 --n-head 32 --n-head-kv 4 --head-dim 128 --n-ff 768

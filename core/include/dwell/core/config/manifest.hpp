@@ -65,7 +65,7 @@ struct DWELL_CORE_API Manifest {
         int32_t prefetch_layers = 2;       // stream: layers read ahead of the one computing
         // stream, MoE models: experts predicted for the next layer beyond
         // the k it uses, and the threads reading experts.
-        int32_t expert_prefetch_margin = 2;
+        int32_t expert_prefetch_margin = 0;
         int32_t expert_readers = 4;
     } memory;
     struct Cpu {

@@ -67,7 +67,7 @@ struct WeightStreamOptions {
     int32_t prefetch = 2;  // units read ahead of the one computing
     // MoE: experts predicted for the next layer beyond the k it uses, and
     // the threads that read experts (demand misses in parallel).
-    int32_t expert_margin = 2;
+    int32_t expert_margin = 0;
     int32_t expert_readers = 4;
     // Told how far reading the pinned weights has come (MiB done of total),
     // on the constructing thread; hosts draw it (a terminal progress bar).
@@ -105,8 +105,12 @@ struct WeightStreamStats {
     uint64_t expert_prefetch_hits = 0;  // of the hits, read by the prefetcher
     uint64_t expert_misses = 0;         // of which were read on demand
     uint64_t expert_prefetches = 0;     // experts the prefetcher queued
-    uint64_t expert_bytes_read = 0;     // included in bytes_read
-    double expert_wait_seconds = 0;     // included in wait_seconds
+    // Needed experts that were in the prediction for their layer, resident
+    // or not: the predictor's recall, apart from what the cache already had.
+    uint64_t experts_predicted = 0;
+    uint64_t experts_predictable = 0;  // needed experts of layers with a prediction
+    uint64_t expert_bytes_read = 0;    // included in bytes_read
+    double expert_wait_seconds = 0;    // included in wait_seconds
 };
 
 // One MoE layer's routing as run() saw it: the experts the batch chose
