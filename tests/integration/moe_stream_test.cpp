@@ -6,7 +6,9 @@
 // used experts protected) fed with the routing of a run whose cache holds
 // every expert; a budget below the shared weights plus one slot per expert
 // of a layer is refused naming the MiB needed; a file cut inside an expert
-// fails with one line.
+// fails with one line; a raw pack streams experts too, a zstd pack (whose
+// experts are not ranges of frames) streams layers, both with the same
+// tokens.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "dwell/core/model/weight_streamer.hpp"
 #include "dwell/core/runtime/runtime.hpp"
 #include "dwell/core/session/session.hpp"
+#include "dwell/tools/convert.hpp"
 #include "dwell/tools/synthetic_model.hpp"
 #include "integration_support.hpp"
 
@@ -265,6 +268,51 @@ TEST_F(MoeStream, AFileCutInsideAnExpertFailsWithOneLine) {
         EXPECT_EQ(what.find('\n'), std::string::npos) << what;
         EXPECT_NE(what.find("is cut short"), std::string::npos) << what;
         EXPECT_NE(what.find("expert"), std::string::npos) << what;
+    }
+}
+
+// Packs hold only SPM vocabularies: the Mixtral-style family, same shape.
+TEST(MoeStreamPack, ARawPackStreamsExpertsAndAZstdPackStreamsLayersWithTheSameTokens) {
+    TempDir dir;
+    SyntheticModelSpec spec = moe_spec();
+    spec.family = SyntheticFamily::mixtral;
+    const fs::path gguf = dir.path() / "mixtral-16x4.gguf";
+    write_synthetic_model(spec, gguf);
+    std::vector<int32_t> reference;
+    {
+        Runtime rt(options(dir, "mmap", 0));
+        reference = greedy(rt, Model::load(rt, gguf));
+    }
+    for (const PackCompression c : {PackCompression::None, PackCompression::Zstd}) {
+        ConvertOptions co;
+        co.input = gguf;
+        co.output = dir.path() / (c == PackCompression::Zstd ? "m.zst.dwell" : "m.dwell");
+        co.compression = c;
+        co.frame_bytes = 16 * 1024;
+        convert_to_pack(co);
+        SCOPED_TRACE(co.output.filename().string());
+        if (c == PackCompression::Zstd) {
+            Runtime rt(options(dir, "stream", uint64_t{700} << 10));
+            auto model = Model::load(rt, co.output);
+            EXPECT_EQ(greedy(rt, model), reference);
+            EXPECT_EQ(model->streamer()->stats().moe_layers, 0);
+            EXPECT_GT(model->streamer()->stats().slots, 0);
+            continue;
+        }
+        uint64_t pinned = 0, slot = 0;
+        {
+            Runtime rt(options(dir, "stream", uint64_t{1} << 30));
+            const WeightStreamStats s = Model::load(rt, co.output)->streamer()->stats();
+            ASSERT_EQ(s.moe_layers, kLayers);
+            pinned = s.pinned_bytes;
+            slot = s.expert_slot_bytes;
+        }
+        Runtime rt(options(dir, "stream", pinned + static_cast<uint64_t>(kExperts + 2) * slot));
+        auto model = Model::load(rt, co.output);
+        EXPECT_EQ(greedy(rt, model), reference);
+        const WeightStreamStats s = model->streamer()->stats();
+        EXPECT_EQ(s.expert_slots, kExperts + 2);
+        EXPECT_GT(s.expert_misses, static_cast<uint64_t>(kExperts + 2));
     }
 }
 
