@@ -372,9 +372,10 @@ private:
     }
 
     void parse_memory(const toml::table& t, Manifest& m) const {
-        check_keys(t, "[memory]",
-                   std::array{"budget_mb", "page_kb", "weights", "mlock", "weight_budget_mb",
-                              "pin_layers", "pin_auto", "prefetch_layers"});
+        check_keys(
+            t, "[memory]",
+            std::array{"budget_mb", "page_kb", "weights", "mlock", "weight_budget_mb", "pin_layers",
+                       "pin_auto", "prefetch_layers", "expert_prefetch_margin", "expert_readers"});
         if (const toml::node* n = t.get("budget_mb")) {
             m.memory.budget_bytes =
                 static_cast<uint64_t>(int_of(*n, "[memory] budget_mb", 0, kMaxBudgetMb)) << 20;
@@ -410,6 +411,14 @@ private:
         if (const toml::node* n = t.get("prefetch_layers")) {
             m.memory.prefetch_layers =
                 static_cast<int32_t>(int_of(*n, "[memory] prefetch_layers", 0, 64));
+        }
+        if (const toml::node* n = t.get("expert_prefetch_margin")) {
+            m.memory.expert_prefetch_margin =
+                static_cast<int32_t>(int_of(*n, "[memory] expert_prefetch_margin", 0, 256));
+        }
+        if (const toml::node* n = t.get("expert_readers")) {
+            m.memory.expert_readers =
+                static_cast<int32_t>(int_of(*n, "[memory] expert_readers", 1, 64));
         }
     }
 

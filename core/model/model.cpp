@@ -283,6 +283,8 @@ void Model::start_streaming(Runtime& runtime, const fs::path& path, const LoadPr
     o.pin_layers = mem.pin_layers;
     o.pin_auto = mem.pin_auto;
     o.prefetch = mem.prefetch_layers;
+    o.expert_margin = mem.expert_prefetch_margin;
+    o.expert_readers = mem.expert_readers;
     o.progress = progress;
     streamer_ = std::make_unique<WeightStreamer>(*source_, names, o, runtime.pool());
     spdlog::info("{}: {}", path.string(), streamer_->describe());

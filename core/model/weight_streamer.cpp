@@ -12,12 +12,14 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
+#include "dwell/core/model/expert_cache.hpp"
 #include "dwell/core/platform/posix_file.hpp"
 
 namespace dwell {
@@ -56,6 +58,47 @@ int32_t layer_of(const std::string& name) {
     if (name.rfind("rope_freqs", 0) == 0 || name.rfind("rope_factors", 0) == 0) return -3;
     return name.rfind("token_embd", 0) == 0 ? -1 : -2;
 }
+
+// "blk.N.ffn_gate_exps.weight" -> 0, up -> 1, down -> 2; -1 otherwise.
+int expert_part_of(const std::string& name) {
+    static constexpr const char* kParts[3] = {".ffn_gate_exps.weight", ".ffn_up_exps.weight",
+                                              ".ffn_down_exps.weight"};
+    for (int p = 0; p < 3; ++p) {
+        const std::string suffix = kParts[p];
+        if (name.size() > suffix.size() &&
+            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+            return p;
+    }
+    return -1;
+}
+
+float f16_to_f32(uint16_t h) {
+    const uint32_t sign = (h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else {  // subnormal: normalise
+            exp = 127 - 15 + 1;
+            while ((mant & 0x400u) == 0) {
+                mant <<= 1;
+                --exp;
+            }
+            bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+constexpr size_t kRoutingLogMax = 65536;
 
 struct ZstdDCtxFree {
     void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
@@ -112,6 +155,42 @@ struct WeightStreamer::Impl {
     bool stop = false;
     WeightStreamStats stats;
     std::thread reader;
+
+    // Mixture-of-experts streaming (empty when the model has none, or when
+    // everything is pinned).
+    struct MoeLayer {
+        ExpertLayerTensors tensors;
+        std::string router;             // "blk.N.ffn_gate_inp.weight"
+        std::vector<float> router_f32;  // [n_embd, n_expert] rows, for prediction
+        int64_t n_embd = 0;
+    };
+    std::vector<MoeLayer> moe;
+    std::unordered_map<std::string, std::pair<int32_t, int>> expert_tensors;  // -> layer, part
+    int64_t n_expert = 0;
+    int32_t expert_margin = 0;
+    std::unique_ptr<ExpertCache> experts;
+    std::mutex expert_phase;                          // one layer's experts held at a time
+    std::deque<ExpertRouting> routing;                // under `mutex`
+    std::vector<std::vector<int32_t>> predicted_for;  // per MoE layer, under expert_phase
+
+    // One MoE layer's EXPERT_MATMULs in a run() range.
+    struct ExpertPhase {
+        int32_t li = -1;
+        int32_t first = -1, last = -1;             // nodes
+        std::vector<std::pair<int32_t, int>> ems;  // node, part
+        int32_t ids = -1;                          // storage of the ids they read
+        int32_t x = -1;                            // the router's input, -1: unknown
+    };
+    void find_moe_tensors(const std::vector<const SourceTensor*>& tensors);
+    void plan_experts(const WeightStreamOptions& options, MemoryPool& pool);
+    void keep_routers_f32();
+    std::vector<ExpertPhase> expert_phases(const Graph& graph, int32_t first, int32_t end) const;
+    std::vector<int32_t> predict(int32_t li, const dwell_tensor& x, int32_t k) const;
+    void run_expert_phase(const Graph& graph, const dwell_graph& cg, const ExpertPhase& ph,
+                          const std::function<void(int32_t, int32_t)>& compute);
+    void compute_with_units(const Graph& graph, const dwell_graph& cg, int32_t a, int32_t b,
+                            const std::vector<int32_t>& seg,
+                            const std::function<void(int32_t, int32_t)>& compute);
 
     Impl(const ModelSource& src, MemoryPool& pool, const std::vector<std::string>& names,
          const WeightStreamOptions& options);
@@ -201,6 +280,12 @@ WeightStreamer::Impl::Impl(const ModelSource& src, MemoryPool& pool,
         if (t == nullptr) throw Error(DWELL_ERR_INTERNAL, path + ": no tensor '" + n + "'");
         tensors.push_back(t);
     }
+    if (!options.pin_all) find_moe_tensors(tensors);
+    if (!moe.empty()) {
+        std::erase_if(tensors,
+                      [&](const SourceTensor* t) { return expert_tensors.count(t->name) != 0; });
+        expert_margin = std::max(options.expert_margin, 0);
+    }
     const auto rank = [](int32_t layer) {
         return layer == -3   ? int64_t{-2}
                : layer == -1 ? int64_t{-1}
@@ -231,6 +316,44 @@ WeightStreamer::Impl::Impl(const ModelSource& src, MemoryPool& pool,
     open_file();
     plan(options, pool);
     if (!slots.empty()) reader = std::thread([this] { reader_loop(); });
+}
+
+// The MoE layers: each with its three expert tensors [K, N, E], stored raw
+// (a zstd-framed one keeps the whole model on layer streaming).
+void WeightStreamer::Impl::find_moe_tensors(const std::vector<const SourceTensor*>& tensors) {
+    std::map<int32_t, MoeLayer> by_layer;
+    std::map<int32_t, int> parts;
+    for (const SourceTensor* t : tensors) {
+        const int p = expert_part_of(t->name);
+        const int32_t layer = layer_of(t->name);
+        if (p < 0 || layer < 0) continue;
+        if (!t->stored.frame_sizes.empty() || t->n_dims != 3 || t->ne[2] < 1) {
+            spdlog::info("{}: '{}' is {}: streaming whole layers, not experts", path, t->name,
+                         t->stored.frame_sizes.empty() ? "not [K, N, E]" : "zstd-framed");
+            return;
+        }
+        MoeLayer& l = by_layer[layer];
+        l.tensors.layer = layer;
+        l.tensors.tensors[static_cast<size_t>(p)] = t;
+        parts[layer] |= 1 << p;
+    }
+    for (auto& [layer, l] : by_layer) {
+        const int64_t e = l.tensors.tensors[0] ? l.tensors.tensors[0]->ne[2] : 0;
+        if (parts[layer] != 7 || (n_expert != 0 && e != n_expert) ||
+            l.tensors.tensors[1]->ne[2] != e || l.tensors.tensors[2]->ne[2] != e) {
+            spdlog::info("{}: layer {}'s expert tensors do not match: streaming whole layers", path,
+                         layer);
+            return;
+        }
+        n_expert = e;
+        l.router = "blk." + std::to_string(layer) + ".ffn_gate_inp.weight";
+    }
+    for (auto& [layer, l] : by_layer) {
+        const auto li = static_cast<int32_t>(moe.size());
+        for (int p = 0; p < 3; ++p)
+            expert_tensors[l.tensors.tensors[static_cast<size_t>(p)]->name] = {li, p};
+        moe.push_back(std::move(l));
+    }
 }
 
 void WeightStreamer::Impl::open_file() {
@@ -266,15 +389,94 @@ void WeightStreamer::Impl::plan(const WeightStreamOptions& options, MemoryPool& 
     allocate_staging(pool);
     if (options.pin_all) {
         for (Unit& u : units) u.pinned = true;
+    } else if (!moe.empty()) {
+        plan_experts(options, pool);
     } else {
         plan_slots(options, pool);
     }
     read_pinned_units(options.progress, pool);
+    if (experts) keep_routers_f32();
     if (slots.empty()) {
         staging = PoolBuffer();  // nothing is read after this
         dctx.reset();
     }
     fill_stats();
+}
+
+// Every unit (the shared weights) pinned, the rest of the budget expert
+// cache slots: at least one per expert of a layer, at most one per expert.
+void WeightStreamer::Impl::plan_experts(const WeightStreamOptions& options, MemoryPool& pool) {
+    if (options.budget_bytes == 0) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    path +
+                        ": streaming weights needs a weight budget: set [memory] "
+                        "weight_budget_mb in the manifest or --weight-budget");
+    }
+    uint64_t pinned = 0;
+    for (Unit& u : units) {
+        u.pinned = true;
+        pinned += u.bytes;
+    }
+    std::vector<ExpertLayerTensors> layers;
+    for (const MoeLayer& l : moe) layers.push_back(l.tensors);
+    const uint64_t slot = ExpertCache::slot_bytes(layers);
+    const uint64_t fixed = pinned + staging.size();
+    const uint64_t need = fixed + static_cast<uint64_t>(n_expert) * slot;
+    if (options.budget_bytes < need) {
+        throw Error(DWELL_ERR_OUT_OF_MEMORY,
+                    path + ": the weight budget " + format_bytes(options.budget_bytes) +
+                        " cannot hold the shared weights (" + format_bytes(fixed) +
+                        ", pinned) plus an expert cache of one slot per expert of a layer (" +
+                        std::to_string(n_expert) + " x " + format_bytes(slot) +
+                        "); raise --weight-budget / [memory] weight_budget_mb to at least " +
+                        std::to_string((need + (1 << 20) - 1) >> 20) + " MiB");
+    }
+    const auto total = static_cast<uint64_t>(n_expert) * moe.size();
+    // The pool hands out whole pages: the region's rounding counts too.
+    const uint64_t page = pool.page_size();
+    uint64_t n_slots = std::min(total, (options.budget_bytes - fixed) / slot);
+    while (n_slots > static_cast<uint64_t>(n_expert) &&
+           align_up(n_slots * slot, page) > options.budget_bytes - fixed)
+        --n_slots;
+    experts = std::make_unique<ExpertCache>(path, std::move(layers), n_expert,
+                                            static_cast<int64_t>(n_slots),
+                                            std::max(options.expert_readers, 1), pool);
+}
+
+// The routers in f32 for predicting the next layer's experts: read once
+// here (they are small); a router of another type predicts nothing.
+void WeightStreamer::Impl::keep_routers_f32() {
+    for (MoeLayer& l : moe) {
+        auto it = where.find(l.router);
+        if (it == where.end()) continue;
+        const Unit& u = units[static_cast<size_t>(it->second.first)];
+        const Place& p = u.places[it->second.second];
+        const SourceTensor& t = *p.tensor;
+        if (t.n_dims != 2 || t.ne[1] != n_expert) continue;
+        const uint8_t* src = static_cast<const uint8_t*>(u.own.data()) + p.data;
+        const auto n = static_cast<size_t>(t.ne[0] * t.ne[1]);
+        l.n_embd = t.ne[0];
+        l.router_f32.resize(n);
+        if (t.dtype == DWELL_F32) {
+            std::memcpy(l.router_f32.data(), src, n * sizeof(float));
+        } else if (t.dtype == DWELL_F16 || t.dtype == DWELL_BF16) {
+            for (size_t i = 0; i < n; ++i) {
+                uint16_t h;
+                std::memcpy(&h, src + 2 * i, 2);
+                if (t.dtype == DWELL_F16) {
+                    l.router_f32[i] = f16_to_f32(h);
+                } else {
+                    const uint32_t bits = uint32_t{h} << 16;
+                    std::memcpy(&l.router_f32[i], &bits, 4);
+                }
+            }
+        } else {
+            spdlog::info("{}: router '{}' is {}: no prefetch for its layer", path, l.router,
+                         dwell_dtype_name(t.dtype));
+            l.router_f32.clear();
+            l.n_embd = 0;
+        }
+    }
 }
 
 // Compressed frames pass through a staging buffer of a few MiB, which the
@@ -468,6 +670,16 @@ void WeightStreamer::Impl::fill_stats() {
     stats.resident_bytes = stats.pinned_bytes;
     for (const Slot& s : slots) stats.resident_bytes += s.buf.size();
     stats.resident_bytes += staging.size();
+    if (experts) {
+        stats.moe_layers = static_cast<int32_t>(moe.size());
+        stats.n_expert = n_expert;
+        stats.expert_slots = experts->slots();
+        stats.expert_slot_bytes = experts->stride();
+        stats.expert_readers = experts->readers();
+        stats.expert_margin = expert_margin;
+        stats.resident_bytes += experts->region_bytes();
+        stats.direct_io = experts->direct_io();
+    }
 }
 
 void WeightStreamer::Impl::read_range(const SourceTensor& t, uint64_t offset, uint64_t bytes,
@@ -815,6 +1027,286 @@ void WeightStreamer::Impl::units_of_node(const Graph& graph, int32_t node,
     }
 }
 
+// Acquires units `seg` for nodes [a, b), points the C view's weights at
+// them, computes, and gives them back however it ends.
+void WeightStreamer::Impl::compute_with_units(
+    const Graph& graph, const dwell_graph& cg, int32_t a, int32_t b,
+    const std::vector<int32_t>& seg, const std::function<void(int32_t, int32_t)>& compute) {
+    struct Leases {
+        Impl& m;
+        std::vector<int32_t> held;
+        ~Leases() {
+            for (const int32_t u : held) m.release(u);
+        }
+    } leases{*this, {}};
+    for (const int32_t u : seg) {
+        uint8_t* base = acquire(u);
+        leases.held.push_back(u);
+        for (int32_t n = a; n < b; ++n) {
+            const dwell_node& node = graph.nodes[static_cast<size_t>(n)];
+            for (int32_t i = 0; i < node.n_inputs; ++i) {
+                const int32_t id = graph.storage_of(node.inputs[i]);
+                const TensorSlot& s = graph.slots[static_cast<size_t>(id)];
+                if (s.role != TensorRole::Weight || s.tensor.name == nullptr) continue;
+                auto it = where.find(s.tensor.name);
+                if (it == where.end() || it->second.first != u) continue;
+                uint8_t* data = base + units[static_cast<size_t>(u)].places[it->second.second].data;
+                dwell_graph_tensor(&cg, id)->data = data;
+                // A row view of the weight (weight_rows) reads from inside it.
+                const int32_t in = node.inputs[i];
+                if (in != id)
+                    dwell_graph_tensor(&cg, in)->data =
+                        data + graph.slots[static_cast<size_t>(in)].view_offset;
+            }
+        }
+    }
+    const auto t0 = Clock::now();
+    compute(a, b);
+    const double s = seconds_since(t0);
+    std::lock_guard lock(mutex);
+    stats.compute_seconds += s;
+}
+
+// The MoE layers' EXPERT_MATMUL groups among nodes [first, end), in node
+// order, with the ids they share and the router input that chose them.
+std::vector<WeightStreamer::Impl::ExpertPhase> WeightStreamer::Impl::expert_phases(
+    const Graph& graph, int32_t first, int32_t end) const {
+    std::map<int32_t, ExpertPhase> by_layer;
+    for (int32_t n = first; n < end; ++n) {
+        const dwell_node& node = graph.nodes[static_cast<size_t>(n)];
+        if (node.op != DWELL_OP_EXPERT_MATMUL || node.n_inputs < 3) continue;
+        const TensorSlot& w = graph.slots[static_cast<size_t>(graph.storage_of(node.inputs[0]))];
+        if (w.role != TensorRole::Weight || w.tensor.name == nullptr) continue;
+        auto it = expert_tensors.find(w.tensor.name);
+        if (it == expert_tensors.end()) continue;
+        if (graph.storage_of(node.inputs[0]) != node.inputs[0]) {
+            throw Error(DWELL_ERR_UNSUPPORTED,
+                        path + ": expert streaming needs EXPERT_MATMUL to read '" + w.tensor.name +
+                            "' whole, not a view of it");
+        }
+        ExpertPhase& ph = by_layer[it->second.first];
+        const int32_t ids = graph.storage_of(node.inputs[2]);
+        if (ph.li < 0) {
+            ph.li = it->second.first;
+            ph.first = n;
+            ph.ids = ids;
+        } else if (ph.ids != ids) {
+            throw Error(DWELL_ERR_UNSUPPORTED,
+                        path + ": the EXPERT_MATMULs of layer " +
+                            std::to_string(moe[static_cast<size_t>(ph.li)].tensors.layer) +
+                            " read different expert ids: expert streaming cannot serve them");
+        }
+        ph.last = n;
+        ph.ems.emplace_back(n, it->second.second);
+    }
+    std::vector<ExpertPhase> out;
+    for (auto& [li, ph] : by_layer) {
+        const dwell_tensor& idt = graph.slots[static_cast<size_t>(ph.ids)].tensor;
+        if (idt.dtype != DWELL_I32 || idt.nb[0] != 4 ||
+            idt.nb[1] != 4 * static_cast<uint64_t>(idt.ne[0])) {
+            throw Error(DWELL_ERR_UNSUPPORTED,
+                        path + ": expert ids of layer " +
+                            std::to_string(moe[static_cast<size_t>(li)].tensors.layer) +
+                            " are not a dense I32 [k, T] tensor: expert streaming cannot read "
+                            "them");
+        }
+        // ids <- TOPK(logits) <- MATMUL(router, x): x is what the router saw.
+        const int32_t topk = graph.slots[static_cast<size_t>(ph.ids)].producer;
+        if (topk >= 0 && graph.nodes[static_cast<size_t>(topk)].op == DWELL_OP_TOPK) {
+            const int32_t logits =
+                graph.storage_of(graph.nodes[static_cast<size_t>(topk)].inputs[0]);
+            const int32_t mm = graph.slots[static_cast<size_t>(logits)].producer;
+            if (mm >= 0 && graph.nodes[static_cast<size_t>(mm)].op == DWELL_OP_MATMUL)
+                ph.x = graph.nodes[static_cast<size_t>(mm)].inputs[1];
+        }
+        out.push_back(std::move(ph));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const ExpertPhase& a, const ExpertPhase& b) { return a.first < b.first; });
+    for (size_t i = 1; i < out.size(); ++i) {
+        if (out[i].first <= out[i - 1].last) {
+            throw Error(DWELL_ERR_UNSUPPORTED,
+                        path +
+                            ": the EXPERT_MATMULs of two MoE layers interleave: expert "
+                            "streaming cannot serve this graph");
+        }
+    }
+    return out;
+}
+
+// Layer li's router applied to x [n_embd, T] (the previous layer's router
+// input): each token's top k experts, best first, merged rank by rank.
+// The last 32 tokens at most: a longer batch's union is most experts.
+std::vector<int32_t> WeightStreamer::Impl::predict(int32_t li, const dwell_tensor& x,
+                                                   int32_t k) const {
+    const MoeLayer& l = moe[static_cast<size_t>(li)];
+    std::vector<int32_t> out;
+    if (l.router_f32.empty() || x.dtype != DWELL_F32 || x.ne[0] != l.n_embd || x.data == nullptr)
+        return out;
+    const int64_t n_tokens = x.ne[1] * x.ne[2] * x.ne[3];
+    const int64_t t0 = std::max<int64_t>(0, n_tokens - 32);
+    k = static_cast<int32_t>(std::min<int64_t>(k, n_expert));
+    std::vector<std::vector<int32_t>> tops;
+    std::vector<float> logits(static_cast<size_t>(n_expert));
+    std::vector<int32_t> order(static_cast<size_t>(n_expert));
+    for (int64_t t = t0; t < n_tokens; ++t) {
+        const auto* row = reinterpret_cast<const float*>(static_cast<const uint8_t*>(x.data) +
+                                                         static_cast<uint64_t>(t) * x.nb[1]);
+        for (int64_t e = 0; e < n_expert; ++e) {
+            const float* w = l.router_f32.data() + e * l.n_embd;
+            // Eight partial sums: the compiler may vectorise them.
+            float acc[8] = {};
+            int64_t i = 0;
+            for (; i + 8 <= l.n_embd; i += 8)
+                for (int j = 0; j < 8; ++j) acc[j] += w[i + j] * row[i + j];
+            for (; i < l.n_embd; ++i) acc[0] += w[i] * row[i];
+            logits[static_cast<size_t>(e)] =
+                ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
+        }
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+            return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+                   (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+        });
+        tops.emplace_back(order.begin(), order.begin() + k);
+    }
+    std::vector<bool> seen(static_cast<size_t>(n_expert), false);
+    for (int32_t r = 0; r < k; ++r) {
+        for (const auto& top : tops) {
+            const int32_t e = top[static_cast<size_t>(r)];
+            if (!seen[static_cast<size_t>(e)]) {
+                seen[static_cast<size_t>(e)] = true;
+                out.push_back(e);
+            }
+        }
+    }
+    return out;
+}
+
+// Layer ph.li's experts resident, the next layer's predicted ones queued,
+// the C view pointed at the cache for its EXPERT_MATMULs and put back.
+void WeightStreamer::Impl::run_expert_phase(const Graph& graph, const dwell_graph& cg,
+                                            const ExpertPhase& ph,
+                                            const std::function<void(int32_t, int32_t)>& compute) {
+    std::lock_guard phase(expert_phase);
+    const dwell_tensor& idt = *dwell_graph_tensor(&cg, ph.ids);
+    const auto n_ids = static_cast<size_t>(dwell_tensor_nelements(&idt));
+    const auto* ids = static_cast<const int32_t*>(idt.data);
+    const int32_t layer = moe[static_cast<size_t>(ph.li)].tensors.layer;
+    std::vector<int32_t> needed(ids, ids + n_ids);
+    for (const int32_t e : needed) {
+        if (e < 0 || e >= n_expert) {
+            throw Error(DWELL_ERR_INTERNAL, path + ": layer " + std::to_string(layer) +
+                                                " chose expert " + std::to_string(e) + " of " +
+                                                std::to_string(n_expert));
+        }
+    }
+    std::sort(needed.begin(), needed.end());
+    needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+    if (predicted_for.size() < moe.size()) predicted_for.resize(moe.size());
+    if (auto& p = predicted_for[static_cast<size_t>(ph.li)]; !p.empty()) {
+        const auto in_p = std::count_if(needed.begin(), needed.end(), [&](int32_t e) {
+            return std::find(p.begin(), p.end(), e) != p.end();
+        });
+        std::lock_guard lock(mutex);
+        stats.experts_predicted += static_cast<uint64_t>(in_p);
+        stats.experts_predictable += needed.size();
+        p.clear();
+    }
+    const std::vector<int32_t> slot_of_needed = experts->acquire(ph.li, needed);
+    struct Held {
+        ExpertCache& c;
+        int32_t li;
+        const std::vector<int32_t>& e;
+        ~Held() { c.release(li, e); }
+    } held{*experts, ph.li, needed};
+
+    ExpertRouting r;
+    r.moe_layer = ph.li;
+    r.needed = needed;
+    if (static_cast<size_t>(ph.li) + 1 < moe.size() && ph.x >= 0) {
+        const int32_t k = static_cast<int32_t>(idt.ne[0]) + expert_margin;
+        r.predicted_next = predict(ph.li + 1, *dwell_graph_tensor(&cg, ph.x), k);
+        experts->prefetch(ph.li + 1, r.predicted_next);
+        predicted_for[static_cast<size_t>(ph.li) + 1] = r.predicted_next;
+    }
+    {
+        std::lock_guard lock(mutex);
+        if (routing.size() == kRoutingLogMax) routing.pop_front();
+        routing.push_back(std::move(r));
+    }
+
+    std::vector<int32_t> slot_ids(n_ids);
+    std::vector<int32_t> slot_of(static_cast<size_t>(n_expert), -1);
+    for (size_t i = 0; i < needed.size(); ++i)
+        slot_of[static_cast<size_t>(needed[i])] = slot_of_needed[i];
+    for (size_t i = 0; i < n_ids; ++i) slot_ids[i] = slot_of[static_cast<size_t>(ids[i])];
+
+    // The descriptors patched, and what they were.
+    std::vector<std::pair<int32_t, dwell_tensor>> saved;
+    std::vector<bool> is_em(static_cast<size_t>(ph.last - ph.first + 1), false);
+    for (const auto& [n, part] : ph.ems) {
+        is_em[static_cast<size_t>(n - ph.first)] = true;
+        const dwell_node& node = graph.nodes[static_cast<size_t>(n)];
+        for (const int32_t id : {node.inputs[0], node.inputs[2]}) {
+            if (std::none_of(saved.begin(), saved.end(),
+                             [&](const auto& p) { return p.first == id; }))
+                saved.emplace_back(id, *dwell_graph_tensor(&cg, id));
+        }
+    }
+    const auto patch = [&] {
+        for (const auto& [n, part] : ph.ems) {
+            const dwell_node& node = graph.nodes[static_cast<size_t>(n)];
+            dwell_tensor& w = *dwell_graph_tensor(&cg, node.inputs[0]);
+            w.data = experts->base() + experts->part_offset(part);
+            w.nb[2] = experts->stride();
+            w.ne[2] = experts->slots();
+            w.nb[3] = w.nb[2] * static_cast<uint64_t>(w.ne[2]);
+            dwell_tensor& v = *dwell_graph_tensor(&cg, node.inputs[2]);
+            v.data = reinterpret_cast<uint8_t*>(slot_ids.data()) +
+                     graph.slots[static_cast<size_t>(node.inputs[2])].view_offset;
+        }
+    };
+    const auto restore = [&] {
+        for (const auto& [id, t] : saved) *dwell_graph_tensor(&cg, id) = t;
+    };
+    struct Restore {
+        const decltype(restore)& f;
+        ~Restore() { f(); }
+    } restore_at_end{restore};
+
+    // Nodes among the EXPERT_MATMULs that read the ids too see the
+    // original view: runs of them alternate with patched runs.
+    std::vector<bool> foreign(is_em.size(), false);
+    for (int32_t n = ph.first; n <= ph.last; ++n) {
+        if (is_em[static_cast<size_t>(n - ph.first)]) continue;
+        const dwell_node& node = graph.nodes[static_cast<size_t>(n)];
+        for (int32_t i = 0; i < node.n_inputs; ++i)
+            if (graph.storage_of(node.inputs[i]) == ph.ids)
+                foreign[static_cast<size_t>(n - ph.first)] = true;
+    }
+    std::vector<int32_t> seg, node_units;
+    int32_t a = ph.first;
+    while (a <= ph.last) {
+        const bool f = foreign[static_cast<size_t>(a - ph.first)];
+        int32_t b = a + 1;
+        while (b <= ph.last && foreign[static_cast<size_t>(b - ph.first)] == f) ++b;
+        seg.clear();
+        for (int32_t n = a; n < b; ++n) {
+            units_of_node(graph, n, node_units);
+            for (const int32_t u : node_units)
+                if (std::find(seg.begin(), seg.end(), u) == seg.end()) seg.push_back(u);
+        }
+        if (f) {
+            restore();
+        } else {
+            patch();
+        }
+        compute_with_units(graph, cg, a, b, seg, compute);
+        a = b;
+    }
+}
+
 WeightStreamer::WeightStreamer(const ModelSource& source, const std::vector<std::string>& names,
                                const WeightStreamOptions& options, MemoryPool& pool)
     : impl_(std::make_unique<Impl>(source, pool, names, options)) {}
@@ -824,12 +1316,23 @@ WeightStreamer::~WeightStreamer() = default;
 void WeightStreamer::run(const Graph& graph, const dwell_graph& cg, int32_t first, int32_t end,
                          const std::function<void(int32_t, int32_t)>& compute) {
     Impl& m = *impl_;
+    const std::vector<Impl::ExpertPhase> phases =
+        m.experts ? m.expert_phases(graph, first, end) : std::vector<Impl::ExpertPhase>{};
+    size_t next = 0;
     std::vector<int32_t> seg, node_units;
     int32_t a = first;
     while (a < end) {
+        if (next < phases.size() && phases[next].first == a) {
+            m.run_expert_phase(graph, cg, phases[next], compute);
+            a = phases[next].last + 1;
+            ++next;
+            continue;
+        }
+        // Segments stop where a MoE layer's experts are needed.
+        const int32_t stop = next < phases.size() ? phases[next].first : end;
         m.units_of_node(graph, a, seg);
         int32_t b = a + 1;
-        for (; b < end; ++b) {
+        for (; b < stop; ++b) {
             m.units_of_node(graph, b, node_units);
             const bool inside = std::all_of(node_units.begin(), node_units.end(), [&](int32_t u) {
                 return std::find(seg.begin(), seg.end(), u) != seg.end();
@@ -838,43 +1341,7 @@ void WeightStreamer::run(const Graph& graph, const dwell_graph& cg, int32_t firs
             if (!seg.empty()) break;
             seg = node_units;
         }
-        // Held for the segment; given back however it ends.
-        struct Leases {
-            Impl& m;
-            std::vector<int32_t> held;
-            ~Leases() {
-                for (const int32_t u : held) m.release(u);
-            }
-        } leases{m, {}};
-        for (const int32_t u : seg) {
-            uint8_t* base = m.acquire(u);
-            leases.held.push_back(u);
-            for (int32_t n = a; n < b; ++n) {
-                const dwell_node& node = graph.nodes[static_cast<size_t>(n)];
-                for (int32_t i = 0; i < node.n_inputs; ++i) {
-                    const int32_t id = graph.storage_of(node.inputs[i]);
-                    const TensorSlot& s = graph.slots[static_cast<size_t>(id)];
-                    if (s.role != TensorRole::Weight || s.tensor.name == nullptr) continue;
-                    auto it = m.where.find(s.tensor.name);
-                    if (it == m.where.end() || it->second.first != u) continue;
-                    uint8_t* data =
-                        base + m.units[static_cast<size_t>(u)].places[it->second.second].data;
-                    dwell_graph_tensor(&cg, id)->data = data;
-                    // A row view of the weight (weight_rows) reads from inside it.
-                    const int32_t in = node.inputs[i];
-                    if (in != id)
-                        dwell_graph_tensor(&cg, in)->data =
-                            data + graph.slots[static_cast<size_t>(in)].view_offset;
-                }
-            }
-        }
-        const auto t0 = Clock::now();
-        compute(a, b);
-        const double s = seconds_since(t0);
-        {
-            std::lock_guard lock(m.mutex);
-            m.stats.compute_seconds += s;
-        }
+        m.compute_with_units(graph, cg, a, b, seg, compute);
         a = b;
     }
 }
@@ -895,12 +1362,52 @@ std::vector<std::string> WeightStreamer::unit_names() const {
 }
 
 WeightStreamStats WeightStreamer::stats() const {
+    WeightStreamStats s;
+    {
+        std::lock_guard lock(impl_->mutex);
+        s = impl_->stats;
+    }
+    if (impl_->experts) {
+        const ExpertCacheStats c = impl_->experts->stats();
+        s.experts_needed = c.needed;
+        s.expert_hits = c.hits;
+        s.expert_prefetch_hits = c.prefetch_hits;
+        s.expert_misses = c.misses;
+        s.expert_prefetches = c.prefetches;
+        s.expert_bytes_read = c.bytes_read;
+        s.expert_wait_seconds = c.wait_seconds;
+        s.bytes_read += c.bytes_read;
+        s.wait_seconds += c.wait_seconds;
+        s.read_seconds += c.read_seconds;
+        s.unit_reads += c.reads;
+        s.demand_reads += c.misses;
+    }
+    return s;
+}
+
+std::vector<ExpertRouting> WeightStreamer::expert_routing() const {
     std::lock_guard lock(impl_->mutex);
-    return impl_->stats;
+    return {impl_->routing.begin(), impl_->routing.end()};
+}
+
+std::vector<std::string> WeightStreamer::expert_read_log() const {
+    return impl_->experts ? impl_->experts->read_log() : std::vector<std::string>{};
 }
 
 std::string WeightStreamer::describe() const {
     const WeightStreamStats s = stats();
+    if (s.moe_layers > 0) {
+        return "weights: experts streamed; shared weights pinned (" + format_bytes(s.pinned_bytes) +
+               ", " + std::to_string(s.units) + " units); expert cache " +
+               std::to_string(s.expert_slots) + " slots of " + format_bytes(s.expert_slot_bytes) +
+               " (" + format_bytes(s.expert_slot_bytes * static_cast<uint64_t>(s.expert_slots)) +
+               ", " + std::to_string(s.expert_slots) + " of " +
+               std::to_string(s.n_expert * s.moe_layers) + " experts in " +
+               std::to_string(s.moe_layers) + " MoE layers); prefetching the next layer's top k+" +
+               std::to_string(s.expert_margin) + " on " + std::to_string(s.expert_readers) +
+               " reader threads" +
+               (s.direct_io ? " (O_DIRECT)" : " (page cache dropped after reads)");
+    }
     if (s.slots == 0) {
         return "weights: " + std::to_string(s.units) + " units read into memory (" +
                format_bytes(s.pinned_bytes) + ")";

@@ -161,6 +161,38 @@ nlohmann::json weights_json(const Runtime& runtime, const WeightStreamer* stream
     const double hidden = std::max(busy - io.wait_seconds, 0.0);
     const double shorter = std::min(busy, io.compute_seconds);
     j["overlap"] = shorter > 0 ? std::clamp(hidden / shorter, 0.0, 1.0) : 1.0;
+    if (s.moe_layers > 0) {
+        const auto share = [](uint64_t a, uint64_t b) {
+            return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+        };
+        j["experts"] = {
+            {"moe_layers", s.moe_layers},
+            {"experts_per_layer", s.n_expert},
+            {"cache_slots", s.expert_slots},
+            {"cache_bytes", s.expert_slot_bytes * static_cast<uint64_t>(s.expert_slots)},
+            {"slot_bytes", s.expert_slot_bytes},
+            {"prefetch_margin", s.expert_margin},
+            {"readers", s.expert_readers},
+            {"needed_per_token", static_cast<double>(io.experts_needed) / n},
+            {"hits_per_token", static_cast<double>(io.expert_hits) / n},
+            {"prefetch_hits_per_token", static_cast<double>(io.expert_prefetch_hits) / n},
+            {"misses_per_token", static_cast<double>(io.expert_misses) / n},
+            {"prefetches_per_token", static_cast<double>(io.expert_prefetches) / n},
+            {"bytes_read_per_token",
+             static_cast<uint64_t>(static_cast<double>(io.expert_bytes_read) / n)},
+            {"wait_ms_per_token", 1e3 * io.expert_wait_seconds / n},
+            {"hit_rate", share(io.expert_hits, io.experts_needed)},
+            {"prefetch_hit_rate", share(io.expert_prefetch_hits, io.experts_needed)},
+            {"prefetch_precision", share(io.expert_prefetch_hits, io.expert_prefetches)},
+            {"prediction_recall", share(io.experts_predicted, io.experts_predictable)},
+            {"cumulative",
+             {{"needed", s.experts_needed},
+              {"hits", s.expert_hits},
+              {"prefetch_hits", s.expert_prefetch_hits},
+              {"misses", s.expert_misses},
+              {"prefetches", s.expert_prefetches},
+              {"bytes_read", s.expert_bytes_read}}}};
+    }
     return j;
 }
 
@@ -426,6 +458,15 @@ void add_stream_delta(WeightStreamStats& sum, const WeightStreamStats& a,
     sum.decompress_seconds += b.decompress_seconds - a.decompress_seconds;
     sum.demand_reads += b.demand_reads - a.demand_reads;
     sum.unit_reads += b.unit_reads - a.unit_reads;
+    sum.experts_needed += b.experts_needed - a.experts_needed;
+    sum.expert_hits += b.expert_hits - a.expert_hits;
+    sum.expert_prefetch_hits += b.expert_prefetch_hits - a.expert_prefetch_hits;
+    sum.expert_misses += b.expert_misses - a.expert_misses;
+    sum.expert_prefetches += b.expert_prefetches - a.expert_prefetches;
+    sum.expert_bytes_read += b.expert_bytes_read - a.expert_bytes_read;
+    sum.expert_wait_seconds += b.expert_wait_seconds - a.expert_wait_seconds;
+    sum.experts_predicted += b.experts_predicted - a.experts_predicted;
+    sum.experts_predictable += b.experts_predictable - a.experts_predictable;
 }
 
 // Prefill of the prompt, then n_gen greedy decodes, on `session`; the bar
@@ -587,6 +628,18 @@ void print_weight_streaming(const Runtime& runtime, const WeightStreamer& stream
         format_bytes(w["decompressed_bytes_per_token"].get<uint64_t>()).c_str(),
         w["compute_ms_per_token"].get<double>(), w["wait_ms_per_token"].get<double>(),
         100.0 * w["overlap"].get<double>());
+    if (w.contains("experts")) {
+        const nlohmann::json& e = w["experts"];
+        std::printf(
+            "experts  per decoded token: %.1f needed, %.1f%% cache hits (%.1f%% read ahead by "
+            "the prefetcher), %.1f demand misses, %.1f prefetched (%.1f%% used), %s read, "
+            "waiting %.1f ms; the prediction held %.1f%% of the experts needed\n",
+            e["needed_per_token"].get<double>(), 100.0 * e["hit_rate"].get<double>(),
+            100.0 * e["prefetch_hit_rate"].get<double>(), e["misses_per_token"].get<double>(),
+            e["prefetches_per_token"].get<double>(), 100.0 * e["prefetch_precision"].get<double>(),
+            format_bytes(e["bytes_read_per_token"].get<uint64_t>()).c_str(),
+            e["wait_ms_per_token"].get<double>(), 100.0 * e["prediction_recall"].get<double>());
+    }
 }
 
 // The table for a reader, llama-bench's test names in the first column.

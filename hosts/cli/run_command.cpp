@@ -132,6 +132,29 @@ int generate_text(StopSignals& stop, const RuntimeOptions& ro, const std::string
                          ws->describe().c_str(), format_bytes(w.bytes_read).c_str(),
                          format_bytes(w.bytes_decompressed).c_str(), w.compute_seconds,
                          w.wait_seconds);
+            if (w.moe_layers > 0) {
+                const auto pct = [&](uint64_t n) {
+                    return w.experts_needed ? 100.0 * static_cast<double>(n) /
+                                                  static_cast<double>(w.experts_needed)
+                                            : 0.0;
+                };
+                std::fprintf(
+                    stderr,
+                    "experts: %llu needed, %.1f%% cache hits (%.1f%% read ahead by "
+                    "the prefetcher), %llu demand misses; prefetched %llu (%.1f%% "
+                    "used; the prediction held %.1f%% of the experts needed); %s of experts "
+                    "read, waited %.2f s\n",
+                    static_cast<unsigned long long>(w.experts_needed), pct(w.expert_hits),
+                    pct(w.expert_prefetch_hits), static_cast<unsigned long long>(w.expert_misses),
+                    static_cast<unsigned long long>(w.expert_prefetches),
+                    w.expert_prefetches ? 100.0 * static_cast<double>(w.expert_prefetch_hits) /
+                                              static_cast<double>(w.expert_prefetches)
+                                        : 0.0,
+                    w.experts_predictable ? 100.0 * static_cast<double>(w.experts_predicted) /
+                                                static_cast<double>(w.experts_predictable)
+                                          : 0.0,
+                    format_bytes(w.expert_bytes_read).c_str(), w.expert_wait_seconds);
+            }
         }
     }
     return stop.stopped_by() ? stop.exit_code() : 0;

@@ -70,6 +70,10 @@ struct DWELL_CORE_API Manifest {
         std::vector<int32_t> pin_layers;   // resident for good (stream) / locked (mmap)
         bool pin_auto = true;              // stream: pin more layers while the budget allows
         int32_t prefetch_layers = 2;       // stream: layers read ahead of the one computing
+        // stream, MoE models: experts predicted for the next layer beyond
+        // the k it uses, and the threads reading experts.
+        int32_t expert_prefetch_margin = 0;
+        int32_t expert_readers = 4;
     } memory;
     struct Cpu {
         int32_t threads = 0;           // 0: one per core

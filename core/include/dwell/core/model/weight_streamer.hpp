@@ -17,6 +17,25 @@
 // are decompressed by the prefetch thread; a pack tensor's checksum is
 // verified the first time it is read.
 //
+// Mixture-of-experts models (every layer's ffn_{gate,up,down}_exps stored
+// raw) stream experts, not layers: the shared weights (embedding,
+// attention, norms, routers, head) are all pinned, and each expert of each
+// layer (its three slices) is a unit of an ExpertCache (expert_cache.hpp)
+// that takes the rest of the budget, at least one slot per expert of a
+// layer so any batch's experts of one layer fit. EXPERT_MATMUL sees the
+// cache without an ABI change: run() stops before a layer's first
+// EXPERT_MATMUL (its TOPK has run), makes the chosen experts resident,
+// points the layer's three expert tensors in the C view at the cache region
+// (data = region + part offset, nb[2] = slot stride, ne[2] = slots) and the
+// ids those nodes read at a copy holding slot indices, runs the layer's
+// EXPERT_MATMULs, and puts the view back. Then, with layer l's router input
+// still at hand, it predicts layer l+1's experts by applying l+1's router
+// (kept in f32) to it and queues the top k + margin of them for reading
+// while layer l+1's attention computes. A graph whose expert ids feed
+// other nodes among the EXPERT_MATMULs runs those nodes with the original
+// view. zstd-framed expert tensors keep layer streaming (an expert is not
+// a range of frames).
+//
 // Streamed tensors carry DWELL_TENSOR_VOLATILE: their address holds another
 // layer later, so backends must not cache copies derived from them.
 //
@@ -46,6 +65,10 @@ struct WeightStreamOptions {
     std::vector<int32_t> pin_layers;
     bool pin_auto = true;  // pin more units while the budget allows
     int32_t prefetch = 2;  // units read ahead of the one computing
+    // MoE: experts predicted for the next layer beyond the k it uses, and
+    // the threads that read experts (demand misses in parallel).
+    int32_t expert_margin = 0;
+    int32_t expert_readers = 4;
     // Told how far reading the pinned weights has come (MiB done of total),
     // on the constructing thread; hosts draw it (a terminal progress bar).
     LoadProgress progress;
@@ -69,6 +92,34 @@ struct WeightStreamStats {
     int32_t slots = 0;
     int32_t prefetch = 0;  // effective read-ahead (fewer than asked if slots are short)
     bool direct_io = false;
+
+    // Mixture-of-experts streaming (moe_layers > 0); counts since creation.
+    int32_t moe_layers = 0;
+    int64_t n_expert = 0;
+    int64_t expert_slots = 0;        // cache slots, one expert each
+    uint64_t expert_slot_bytes = 0;  // its three slices, aligned
+    int32_t expert_readers = 0;
+    int32_t expert_margin = 0;          // predicted beyond the k used
+    uint64_t experts_needed = 0;        // (layer, expert) pairs computed
+    uint64_t expert_hits = 0;           // of which were in the cache (or being read)
+    uint64_t expert_prefetch_hits = 0;  // of the hits, read by the prefetcher
+    uint64_t expert_misses = 0;         // of which were read on demand
+    uint64_t expert_prefetches = 0;     // experts the prefetcher queued
+    // Needed experts that were in the prediction for their layer, resident
+    // or not: the predictor's recall, apart from what the cache already had.
+    uint64_t experts_predicted = 0;
+    uint64_t experts_predictable = 0;  // needed experts of layers with a prediction
+    uint64_t expert_bytes_read = 0;    // included in bytes_read
+    double expert_wait_seconds = 0;    // included in wait_seconds
+};
+
+// One MoE layer's routing as run() saw it: the experts the batch chose
+// (ascending) and the ones it predicted for the next MoE layer (most likely
+// first; empty for the last layer).
+struct ExpertRouting {
+    int32_t moe_layer = 0;  // index among the MoE layers
+    std::vector<int32_t> needed;
+    std::vector<int32_t> predicted_next;
 };
 
 class DWELL_CORE_API WeightStreamer {
@@ -94,6 +145,11 @@ public:
     // (for tests of eviction and prefetch order); kept for the last 4096.
     std::vector<std::string> read_log() const;
     std::vector<std::string> unit_names() const;
+    // MoE streaming: the routing of the last 65536 MoE layers computed, and
+    // the expert reads queued ("moe layer:expert"), in slot-assignment
+    // order, for tests of the cache's policy.
+    std::vector<ExpertRouting> expert_routing() const;
+    std::vector<std::string> expert_read_log() const;
     WeightStreamStats stats() const;
     // One line for the log: units, pinned, slots, read-ahead, I/O mode.
     std::string describe() const;
