@@ -1,19 +1,17 @@
 // The AVX2 column-layout matvec (sparse_matvec.hpp): tiles of 64 rows, the
-// AVX-512 kernel's scheme at half width. Without VNNI a row's four code *
-// input products go through pmaddubsw (u8 x s8 pairs to s16: at most
-// 2 * 15 * 127, no saturation) and pmaddwd with ones (to s32), exact. The
-// float epilogue is the dense AVX2 kernel's (q4_0_tile):
-// acc = fma(float(isum), dw * dx, acc), block by block.
-//
-// Loop order: block outer, tiles inner, the float accumulators of the tiles
-// in a small buffer, so each channel's range is read as one sequential run;
-// the next non-zero block's ranges are prefetched while this one computes.
+// AVX-512 kernel's scheme at half width (see sparse_matvec_avx512.cpp for
+// the loop order). Without VNNI a row's four code * input products go
+// through pmaddubsw (u8 x s8 pairs to s16: at most 2 * 15 * 127, no
+// saturation) and pmaddwd with ones (to s32), exact. The float epilogue is
+// the dense AVX2 kernel's (q4_0_tile): acc = fma(float(isum), dw * dx, acc),
+// block by block.
 //
 // Compiled with -mavx2 -mfma -mf16c -ffp-contract=off (CMakeLists.txt).
 #if defined(__x86_64__)
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -23,6 +21,8 @@ namespace dwell::cpu {
 namespace {
 
 constexpr int R = 64;
+constexpr int kGroupsPerPass = 4;
+constexpr int64_t kAhead = 4;
 
 // Accumulator m = 4h + q, lane 4L + i: row 32h + 16L + 4q + i (the unpacks'
 // order), slot 8m + lane.
@@ -81,77 +81,79 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
     std::vector<float> facc(static_cast<size_t>(nt) * R, 0.0f);
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i ones = _mm256_set1_epi16(1);
-    Group cur[8], next[8];
-    int64_t j = 0;
-    while (j < nb && a.blocks[static_cast<size_t>(j)].n == 0) ++j;
-    if (j == nb) {
-        for (int64_t t = 0; t < nt; ++t)
-            for (int r = 0; r < R && (t0 + t) * R + r < n; ++r) out[(t0 + t) * R + r] = 0.0f;
-        return;
-    }
-    int ng = groups_of(a.blocks[static_cast<size_t>(j)], layout + j * 18 * np, np, t0, zeros, cur);
-    while (j < nb) {
+    std::vector<int32_t> iacc(static_cast<size_t>(nt) * R);
+    Group groups[8];
+    for (int64_t j = 0; j < nb; ++j) {
         const SparseBlock& blk = a.blocks[static_cast<size_t>(j)];
+        if (blk.n == 0) continue;  // adds an exact zero to every row
         const unsigned char* base = layout + j * 18 * np;
-        int64_t jn = j + 1;
-        while (jn < nb && a.blocks[static_cast<size_t>(jn)].n == 0) ++jn;
-        int ngn = 0;
-        const unsigned char* next_scales = nullptr;
-        if (jn < nb) {
-            const unsigned char* nbase = layout + jn * 18 * np;
-            ngn = groups_of(a.blocks[static_cast<size_t>(jn)], nbase, np, t0, zeros, next);
-            next_scales = nbase + static_cast<size_t>(t0) * 2 * R;
-        }
+        const int ng = groups_of(blk, base, np, t0, zeros, groups);
         const __m256 dx = _mm256_set1_ps(blk.d);
         const __m256i init = _mm256_set1_epi32(-8 * blk.qsum);
-        for (int64_t t = 0; t < nt; ++t) {
-            const size_t off = static_cast<size_t>(t) * (R / 2);
-            __m256i acc[8];
-            for (auto& v : acc) v = init;
-            for (int g = 0; g < ng; ++g) {
-                const __m256i av = _mm256_set1_epi32(cur[g].a4);
-                // Transposed as whole bytes (8 unpacks), then split: a lane's
-                // low nibbles are its row's codes, its high ones those of the
-                // row 32 on.
-                __m256i v[4], t[4];
+        // Passes of up to kGroupsPerPass groups over all the tiles: each pass
+        // streams a few channel ranges front to back (prefetcher-friendly),
+        // the integer sums carried between passes in iacc; the last pass
+        // ends in the float epilogue.
+        for (int g0 = 0; g0 < ng; g0 += kGroupsPerPass) {
+            const int g1 = std::min(ng, g0 + kGroupsPerPass);
+            const bool last = g1 == ng;
+            // The first kAhead tiles of this pass's ranges, which the
+            // in-loop prefetch does not cover.
+            for (int g = g0; g < g1; ++g)
                 for (int c = 0; c < 4; ++c)
-                    v[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cur[g].ch[c] + off));
-                transpose4(v, t);
-                __m256i tl[4], th[4];
-                for (int q = 0; q < 4; ++q) {
-                    tl[q] = _mm256_and_si256(t[q], low4);
-                    th[q] = _mm256_and_si256(_mm256_srli_epi16(t[q], 4), low4);
-                }
-                for (int q = 0; q < 4; ++q) {
-                    acc[q] = _mm256_add_epi32(
-                        acc[q], _mm256_madd_epi16(_mm256_maddubs_epi16(tl[q], av), ones));
-                    acc[4 + q] = _mm256_add_epi32(
-                        acc[4 + q], _mm256_madd_epi16(_mm256_maddubs_epi16(th[q], av), ones));
-                }
-            }
-            // The next non-zero block's share of this tile, one block ahead.
-            for (int g = 0; g < ngn; ++g)
-                for (int c = 0; c < 4; ++c)
-                    if (next[g].ch[c] != zeros)
-                        _mm_prefetch(reinterpret_cast<const char*>(next[g].ch[c] + off),
+                    for (int64_t t = 0; t < std::min<int64_t>(kAhead, nt); ++t)
+                        _mm_prefetch(reinterpret_cast<const char*>(groups[g].ch[c] + t * (R / 2)),
                                      _MM_HINT_T0);
-            if (next_scales != nullptr) {
-                const char* ns = reinterpret_cast<const char*>(next_scales + t * 2 * R);
-                for (int l = 0; l < 2; ++l) _mm_prefetch(ns + 64 * l, _MM_HINT_T0);
-            }
-            const unsigned char* sc = base + static_cast<size_t>(t0 + t) * 2 * R;
-            float* f = facc.data() + t * R;
-            for (int m = 0; m < 8; ++m) {
-                const __m256 dw =
-                    _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * m)));
-                const __m256 prev = _mm256_loadu_ps(f + 8 * m);
-                _mm256_storeu_ps(f + 8 * m, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m]),
-                                                            _mm256_mul_ps(dw, dx), prev));
+            for (int64_t t = 0; t < nt; ++t) {
+                const size_t off = static_cast<size_t>(t) * (R / 2);
+                int32_t* ia = iacc.data() + t * R;
+                __m256i acc[8];
+                for (int m = 0; m < 8; ++m)
+                    acc[m] = g0 == 0
+                                 ? init
+                                 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ia + 8 * m));
+                for (int g = g0; g < g1; ++g) {
+                    const __m256i av = _mm256_set1_epi32(groups[g].a4);
+                    // Transposed as whole bytes (8 unpacks), then split: a
+                    // lane's low nibbles are its row's codes, its high ones
+                    // those of the row 32 on.
+                    __m256i v[4], tr[4];
+                    for (int c = 0; c < 4; ++c)
+                        v[c] = _mm256_loadu_si256(
+                            reinterpret_cast<const __m256i*>(groups[g].ch[c] + off));
+                    // Each range kAhead tiles ahead: short streams, many
+                    // at once, which the hardware alone follows too late.
+                    if (t + kAhead < nt)
+                        for (int c = 0; c < 4; ++c)
+                            _mm_prefetch(reinterpret_cast<const char*>(groups[g].ch[c] + off +
+                                                                       kAhead * (R / 2)),
+                                         _MM_HINT_T0);
+                    transpose4(v, tr);
+                    for (int q = 0; q < 4; ++q) {
+                        const __m256i lo = _mm256_and_si256(tr[q], low4);
+                        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(tr[q], 4), low4);
+                        acc[q] = _mm256_add_epi32(
+                            acc[q], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, av), ones));
+                        acc[4 + q] = _mm256_add_epi32(
+                            acc[4 + q], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, av), ones));
+                    }
+                }
+                if (!last) {
+                    for (int m = 0; m < 8; ++m)
+                        _mm256_storeu_si256(reinterpret_cast<__m256i*>(ia + 8 * m), acc[m]);
+                    continue;
+                }
+                const unsigned char* sc = base + static_cast<size_t>(t0 + t) * 2 * R;
+                float* f = facc.data() + t * R;
+                for (int m = 0; m < 8; ++m) {
+                    const __m256 dw = _mm256_cvtph_ps(
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * m)));
+                    const __m256 prev = _mm256_loadu_ps(f + 8 * m);
+                    _mm256_storeu_ps(f + 8 * m, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m]),
+                                                                _mm256_mul_ps(dw, dx), prev));
+                }
             }
         }
-        std::memcpy(cur, next, sizeof cur);
-        ng = ngn;
-        j = jn;
     }
     for (int64_t t = 0; t < nt; ++t) {
         for (int s = 0; s < R; ++s) {
