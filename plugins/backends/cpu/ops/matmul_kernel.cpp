@@ -142,7 +142,8 @@ void run_sparse(const SparseKernel& kernel, const NodeArgs& a, ThreadPool& pool)
     // and enough ranges that a delayed thread's share is picked up.
     const int64_t chunk = std::max<int64_t>(
         1, (tiles + static_cast<int64_t>(pool.size()) - 1) / static_cast<int64_t>(pool.size()));
-    std::vector<unsigned char> zeros(static_cast<size_t>(chunk * kernel.rows_per_tile / 2) + 64, 0);
+    std::vector<unsigned char> zeros(
+        static_cast<size_t>(chunk) * sparse_tile_code_bytes(kernel) + 64, 0);
     SparseActsCache own;
     SparseActsCache& cache = a.sparse_acts != nullptr && m_rows == 1 ? *a.sparse_acts : own;
     const SparseActs& acts = cache.acts;

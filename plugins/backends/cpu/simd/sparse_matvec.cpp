@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "dwell/quant.h"
 #include "quant/activation_quant.hpp"
@@ -45,31 +46,59 @@ int64_t sparse_padded_rows(const SparseKernel& kern, int64_t n) {
     return (n + r - 1) / r * r;
 }
 
-size_t sparse_layout_bytes(const SparseKernel& kern, int64_t k, int64_t n) {
-    return static_cast<size_t>(k / 32) * 18 * static_cast<size_t>(sparse_padded_rows(kern, n));
+size_t sparse_tile_code_bytes(const SparseKernel& kern) {
+    const auto r = static_cast<size_t>(kern.rows_per_tile);
+    return kern.weight == DWELL_Q8_0 ? r : r / 2;
 }
 
-void sparse_pack_tiles(const SparseKernel& kern, const void* w, size_t row_bytes, int64_t k,
-                       int64_t n, int64_t t0, int64_t t1, unsigned char* out) {
+namespace {
+
+// Bytes of one block column: the scales, then 32 channels' codes.
+size_t column_bytes(const SparseKernel& kern, size_t np) {
+    return 2 * np + 32 * (kern.weight == DWELL_Q8_0 ? np : np / 2);
+}
+
+}  // namespace
+
+size_t sparse_layout_bytes(const SparseKernel& kern, int64_t k, int64_t n) {
+    return static_cast<size_t>(k / 32) *
+           column_bytes(kern, static_cast<size_t>(sparse_padded_rows(kern, n)));
+}
+
+namespace {
+
+template <typename Block>
+void pack_tiles(const SparseKernel& kern, const void* w, size_t row_bytes, int64_t k, int64_t n,
+                int64_t t0, int64_t t1, unsigned char* out) {
+    constexpr bool kQ8 = std::is_same_v<Block, dwell_block_q8_0>;
     const int R = kern.rows_per_tile;
     const int64_t np = sparse_padded_rows(kern, n);
-    const size_t col = static_cast<size_t>(np) / 2;
+    const size_t tcb = sparse_tile_code_bytes(kern);
+    const size_t col = static_cast<size_t>(np / R) * tcb;
+    const size_t block_col = column_bytes(kern, static_cast<size_t>(np));
     const auto* src = static_cast<const unsigned char*>(w);
     auto block_of = [&](int64_t row, int64_t j) {
-        dwell_block_q4_0 b;
+        Block b;
         std::memcpy(&b, src + static_cast<size_t>(row) * row_bytes + j * sizeof b, sizeof b);
         return b;
     };
-    auto code = [](const dwell_block_q4_0& b, int e) {
-        return e < 16 ? (b.qs[e] & 0x0f) : (b.qs[e - 16] >> 4);
+    // A code as the kernel reads it: Q4_0 nibbles 0..15 (element e < 16 in
+    // the low half); Q8_0 bytes, offset by 128 where the kernel wants them
+    // unsigned.
+    auto code = [&](const Block& b, int e) -> unsigned {
+        if constexpr (kQ8) {
+            return static_cast<uint8_t>(b.qs[e]) ^ (kern.offset_codes ? 0x80u : 0u);
+        } else {
+            return e < 16 ? (b.qs[e] & 0x0f) : (b.qs[e - 16] >> 4);
+        }
     };
-    std::vector<dwell_block_q4_0> tile(static_cast<size_t>(R));
+    std::vector<Block> tile(static_cast<size_t>(R));
     for (int64_t j = 0; j < k / 32; ++j) {
-        unsigned char* base = out + static_cast<size_t>(j) * 18 * static_cast<size_t>(np);
+        unsigned char* base = out + static_cast<size_t>(j) * block_col;
         for (int64_t t = t0; t < t1; ++t) {
             for (int r = 0; r < R; ++r) {
                 const int64_t row = t * R + r;
-                tile[static_cast<size_t>(r)] = row < n ? block_of(row, j) : dwell_block_q4_0{};
+                tile[static_cast<size_t>(r)] = row < n ? block_of(row, j) : Block{};
             }
             // Scales in accumulator order.
             auto* sc = base + static_cast<size_t>(t) * 2 * R;
@@ -78,21 +107,40 @@ void sparse_pack_tiles(const SparseKernel& kern, const void* w, size_t row_bytes
                 std::memcpy(sc + 2 * s, &d, 2);
             }
             for (int c = 0; c < 32; ++c) {
-                unsigned char* dst = base + 2 * np + c * col + static_cast<size_t>(t) * (R / 2);
-                for (int p = 0; p < R / 2; ++p) {
-                    const int vlo = code(tile[static_cast<size_t>(p)], c);
-                    const int vhi = code(tile[static_cast<size_t>(R / 2 + p)], c);
-                    dst[p] = static_cast<unsigned char>(vlo | (vhi << 4));
+                unsigned char* dst = base + 2 * np + c * col + static_cast<size_t>(t) * tcb;
+                if constexpr (kQ8) {
+                    // Padded rows: code 0 (stored offset where the kernel
+                    // offsets), with a zero scale.
+                    for (int p = 0; p < R; ++p)
+                        dst[p] = static_cast<unsigned char>(code(tile[static_cast<size_t>(p)], c));
+                } else {
+                    for (int p = 0; p < R / 2; ++p) {
+                        const unsigned vlo = code(tile[static_cast<size_t>(p)], c);
+                        const unsigned vhi = code(tile[static_cast<size_t>(R / 2 + p)], c);
+                        dst[p] = static_cast<unsigned char>(vlo | (vhi << 4));
+                    }
                 }
             }
         }
     }
 }
 
+}  // namespace
+
+void sparse_pack_tiles(const SparseKernel& kern, const void* w, size_t row_bytes, int64_t k,
+                       int64_t n, int64_t t0, int64_t t1, unsigned char* out) {
+    if (kern.weight == DWELL_Q8_0) {
+        pack_tiles<dwell_block_q8_0>(kern, w, row_bytes, k, n, t0, t1, out);
+    } else {
+        pack_tiles<dwell_block_q4_0>(kern, w, row_bytes, k, n, t0, t1, out);
+    }
+}
+
 uint64_t sparse_bytes_read(const SparseKernel& kern, int64_t n, const SparseActs& a) {
     const auto np = static_cast<uint64_t>(sparse_padded_rows(kern, n));
+    const uint64_t per_channel = kern.weight == DWELL_Q8_0 ? np : np / 2;
     return static_cast<uint64_t>(a.active_blocks) * 2 * np +
-           static_cast<uint64_t>(a.active_channels) * (np / 2);
+           static_cast<uint64_t>(a.active_channels) * per_channel;
 }
 
 namespace {
@@ -139,11 +187,45 @@ void scalar_run(const unsigned char* layout, int64_t k, int64_t n, const SparseA
     }
 }
 
+// dot_q8_0_q8_0's arithmetic per row: sum += float(sumi) * (dw * dx).
+void scalar_run_q8(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
+                   int64_t t0, int64_t t1, const unsigned char*, float* out) {
+    constexpr int R = kScalarRows;
+    const int64_t np = (n + R - 1) / R * R;
+    const size_t col = static_cast<size_t>(np);
+    for (int64_t t = t0; t < t1; ++t) {
+        float sum[R] = {};
+        for (int64_t j = 0; j < k / 32; ++j) {
+            const SparseBlock& blk = a.blocks[static_cast<size_t>(j)];
+            if (blk.n == 0) continue;
+            const unsigned char* base = layout + static_cast<size_t>(j) * 34 * np;
+            int32_t isum[R] = {};
+            for (int i = 0; i < blk.n; ++i) {
+                const int c = blk.idx[i];
+                const int32_t q = blk.q[c];
+                const auto* v = reinterpret_cast<const int8_t*>(base + 2 * np + c * col +
+                                                                static_cast<size_t>(t) * R);
+                for (int p = 0; p < R; ++p) isum[p] += v[p] * q;
+            }
+            const unsigned char* sc = base + static_cast<size_t>(t) * 2 * R;
+            for (int r = 0; r < R; ++r) {
+                uint16_t h;
+                std::memcpy(&h, sc + 2 * r, 2);
+                sum[r] += static_cast<float>(isum[r]) * (dwell_fp16_to_fp32(h) * blk.d);
+            }
+        }
+        for (int r = 0; r < R && t * R + r < n; ++r) out[t * R + r] = sum[r];
+    }
+}
+
 }  // namespace
 
 const SparseKernel* sparse_kernel_scalar(dwell_dtype t) {
-    static const SparseKernel q4_0{"q4_0/scalar", DWELL_Q4_0, kScalarRows, scalar_slot, scalar_run};
-    return t == DWELL_Q4_0 ? &q4_0 : nullptr;
+    static const SparseKernel q4_0{"q4_0/scalar", DWELL_Q4_0,  kScalarRows,
+                                   false,         scalar_slot, scalar_run};
+    static const SparseKernel q8_0{"q8_0/scalar", DWELL_Q8_0,  kScalarRows,
+                                   false,         scalar_slot, scalar_run_q8};
+    return t == DWELL_Q4_0 ? &q4_0 : t == DWELL_Q8_0 ? &q8_0 : nullptr;
 }
 
 const SparseKernel* sparse_kernel_for(dwell_dtype t, SimdLevel level) {

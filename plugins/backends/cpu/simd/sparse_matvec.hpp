@@ -13,7 +13,10 @@
 //     bytes, byte p holding the 4-bit code of the tile's row p in its low
 //     nibble and of row R / 2 + p in its high nibble.
 // The bytes are the GGUF blocks' own (same size, lossless), moved; padded
-// rows are zero codes with zero scales and never stored. A block column with
+// rows are zero codes with zero scales and never stored. Q8_0 is the same
+// with one byte per code (34 * Np bytes per block column, a channel's tile
+// R bytes, byte p row p), stored as w + 128 where the kernel says so. A
+// block column with
 // no non-zero input is skipped whole; otherwise its scales and its non-zero
 // channels are read.
 //
@@ -66,25 +69,31 @@ void build_sparse_acts(const float* x, int64_t k, SparseActs& out);
 
 struct SparseKernel {
     const char* name;    // e.g. "q4_0/avx512vnni"
-    dwell_dtype weight;  // Q4_0
+    dwell_dtype weight;  // Q4_0 or Q8_0
     int rows_per_tile;   // R
+    // Q8_0: codes stored as w + 128 (unsigned, for vpdpbusd), else as w.
+    bool offset_codes;
     // The row of a tile (0..R-1) whose output sits in accumulator slot s.
     int (*slot_vrow)(int s);
     // Rows of tiles [t0, t1): out[row] for row < n. `zeros` is at least
-    // (t1 - t0) * R / 2 zero bytes (what a padded channel group reads).
+    // (t1 - t0) * sparse_tile_code_bytes zero bytes (what a padded channel
+    // group reads).
     void (*run)(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a, int64_t t0,
                 int64_t t1, const unsigned char* zeros, float* out);
 };
 
-// The kernel for dtype t at SIMD level `level`, or nullptr (Q4_0 only so far).
+// The kernel for dtype t at SIMD level `level`, or nullptr (Q4_0 at every
+// x86 level and scalar; Q8_0 at AVX-512 and scalar).
 const SparseKernel* sparse_kernel_for(dwell_dtype t, SimdLevel level);
 // sparse_kernel_for(t, dot_kernels().level), honouring DWELL_CPU_SIMD.
 const SparseKernel* sparse_kernel(dwell_dtype t);
 
 int64_t sparse_padded_rows(const SparseKernel& kern, int64_t n);
+// Bytes of one channel's codes for R rows (one tile).
+size_t sparse_tile_code_bytes(const SparseKernel& kern);
 size_t sparse_layout_bytes(const SparseKernel& kern, int64_t k, int64_t n);
 // Writes tiles [t0, t1) of weight rows (rows of row_bytes bytes, GGUF Q4_0
-// blocks) into the layout at `out` (sparse_layout_bytes large).
+// or Q8_0 blocks) into the layout at `out` (sparse_layout_bytes large).
 void sparse_pack_tiles(const SparseKernel& kern, const void* w, size_t row_bytes, int64_t k,
                        int64_t n, int64_t t0, int64_t t1, unsigned char* out);
 // Weight bytes one product with `a` reads: scales of active blocks, codes

@@ -1,6 +1,6 @@
 // Activation sparsity on the cpu backend (ABI 1.9):
-//   - the column-layout kernels (sparse_matvec.hpp) at every SIMD level this
-//     CPU runs give the dense blocked kernel's output of the same level bit
+//   - the column-layout kernels (sparse_matvec.hpp, Q4_0 and Q8_0) at every
+//     SIMD level this CPU runs give the dense blocked kernel's output of the same level bit
 //     for bit on the same input with zeros (whole zero blocks, groups of
 //     1-3 channels, rows not a multiple of the tile, any tile split), and
 //     count the bytes they read as the channels and blocks they touch;
@@ -77,24 +77,25 @@ std::vector<float> sparse_input(int64_t k, double zero, uint32_t seed) {
     return x;
 }
 
-class SparseMatvecTest : public ::testing::TestWithParam<SimdLevel> {};
+class SparseMatvecTest : public ::testing::TestWithParam<std::pair<SimdLevel, dwell_dtype>> {};
 
 TEST_P(SparseMatvecTest, EqualsTheDenseKernelBitForBit) {
-    const SimdLevel level = GetParam();
+    const auto [level, dtype] = GetParam();
     if (!simd_level_supported(level, detect_cpu_features()))
         GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
-    const SparseKernel* sk = sparse_kernel_for(DWELL_Q4_0, level);
+    const SparseKernel* sk = sparse_kernel_for(dtype, level);
     if (sk == nullptr) GTEST_SKIP() << "no sparse kernel at " << simd_level_name(level);
-    const GemmKernel* dk = gemm_kernel_for(DWELL_Q4_0, level);
+    const GemmKernel* dk = gemm_kernel_for(dtype, level);
     ASSERT_NE(dk, nullptr);
     for (const auto& [k, n] : {std::pair<int64_t, int64_t>{256, 200}, {512, 384}, {96, 17}}) {
-        const auto rows = random_weight_rows(DWELL_Q4_0, k, n, static_cast<uint32_t>(k + n));
-        const size_t row_bytes = dwell_row_bytes(DWELL_Q4_0, k);
+        const auto rows = random_weight_rows(dtype, k, n, static_cast<uint32_t>(k + n));
+        const size_t row_bytes = dwell_row_bytes(dtype, k);
         const int64_t tiles = sparse_padded_rows(*sk, n) / sk->rows_per_tile;
         AlignedBytes layout = make_aligned_bytes(sparse_layout_bytes(*sk, k, n));
         std::memset(layout.get(), 0xa5, sparse_layout_bytes(*sk, k, n));
         sparse_pack_tiles(*sk, rows.data(), row_bytes, k, n, 0, tiles, layout.get());
-        std::vector<unsigned char> zeros(static_cast<size_t>(tiles * sk->rows_per_tile), 0);
+        std::vector<unsigned char> zeros(static_cast<size_t>(tiles) * sparse_tile_code_bytes(*sk),
+                                         0);
         for (double zero : {0.0, 0.25, 0.5, 0.9}) {
             const auto x = sparse_input(k, zero, static_cast<uint32_t>(1000 * zero) + 7);
             const auto want = dense_matvec(*dk, rows, k, n, x);
@@ -126,20 +127,25 @@ TEST_P(SparseMatvecTest, EqualsTheDenseKernelBitForBit) {
                 channels += nz;
             }
             const auto np = static_cast<uint64_t>(sparse_padded_rows(*sk, n));
-            EXPECT_EQ(sparse_bytes_read(*sk, n, acts), blocks * 2 * np + channels * np / 2);
+            const uint64_t per_channel = dtype == DWELL_Q8_0 ? np : np / 2;
+            EXPECT_EQ(sparse_bytes_read(*sk, n, acts), blocks * 2 * np + channels * per_channel);
         }
     }
 }
 
-std::vector<SimdLevel> supported_levels() {
-    std::vector<SimdLevel> out;
+std::vector<std::pair<SimdLevel, dwell_dtype>> supported_levels() {
+    std::vector<std::pair<SimdLevel, dwell_dtype>> out;
     for (SimdLevel l : kLevels)
-        if (simd_level_supported(l, detect_cpu_features())) out.push_back(l);
+        if (simd_level_supported(l, detect_cpu_features()))
+            for (dwell_dtype t : {DWELL_Q4_0, DWELL_Q8_0}) out.push_back({l, t});
     return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllLevels, SparseMatvecTest, ::testing::ValuesIn(supported_levels()),
-                         [](const auto& info) { return std::string(simd_level_name(info.param)); });
+                         [](const auto& info) {
+                             return std::string(simd_level_name(info.param.first)) + "_" +
+                                    dwell_dtype_name(info.param.second);
+                         });
 
 // graph.h's SPARSIFY, written out: sort (|x|, index), zero the first
 // floor(S * n); NaN above everything.

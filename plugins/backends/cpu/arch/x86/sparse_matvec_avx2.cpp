@@ -166,7 +166,7 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
 }  // namespace
 
 const SparseKernel* sparse_kernel_avx2(dwell_dtype t) {
-    static const SparseKernel q4_0{"q4_0/avx2", DWELL_Q4_0, R, slot_vrow, run};
+    static const SparseKernel q4_0{"q4_0/avx2", DWELL_Q4_0, R, false, slot_vrow, run};
     return t == DWELL_Q4_0 ? &q4_0 : nullptr;
 }
 

@@ -63,9 +63,9 @@ struct Group {
 
 // The channel groups of block j: pointers at tile t0 and the four int8
 // inputs as one word. A last group of 1-3 channels reads zeros for the rest.
-int groups_of(const SparseBlock& blk, const unsigned char* base, size_t np, int64_t t0,
+int groups_of(const SparseBlock& blk, const unsigned char* base, size_t np, size_t tcb, int64_t t0,
               const unsigned char* zeros, Group* g) {
-    const size_t col = np / 2;
+    const size_t col = np / R * tcb;
     const int ng = (blk.n + 3) / 4;
     for (int i = 0; i < ng; ++i) {
         uint32_t a4 = 0;
@@ -73,7 +73,7 @@ int groups_of(const SparseBlock& blk, const unsigned char* base, size_t np, int6
             const int e = 4 * i + c;
             if (e < blk.n) {
                 const int ch = blk.idx[e];
-                g[i].ch[c] = base + 2 * np + ch * col + static_cast<size_t>(t0) * (R / 2);
+                g[i].ch[c] = base + 2 * np + ch * col + static_cast<size_t>(t0) * tcb;
                 a4 |= static_cast<uint32_t>(static_cast<uint8_t>(blk.q[ch])) << (8 * c);
             } else {
                 g[i].ch[c] = zeros;
@@ -84,8 +84,12 @@ int groups_of(const SparseBlock& blk, const unsigned char* base, size_t np, int6
     return ng;
 }
 
+// Q8: one byte per code (stored w + 128, the offset taken off through
+// -128 * qsum), a channel's tile two 64-byte halves; else Q4_0 nibbles.
+template <bool Q8>
 void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a, int64_t t0,
          int64_t t1, const unsigned char* zeros, float* out) {
+    constexpr size_t kTcb = Q8 ? R : R / 2;  // a channel's code bytes per tile
     const size_t np = static_cast<size_t>((n + R - 1) / R * R);
     const int64_t nt = t1 - t0;
     const int64_t nb = k / 32;
@@ -96,10 +100,10 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
     for (int64_t j = 0; j < nb; ++j) {
         const SparseBlock& blk = a.blocks[static_cast<size_t>(j)];
         if (blk.n == 0) continue;  // adds an exact zero to every row
-        const unsigned char* base = layout + j * 18 * np;
-        const int ng = groups_of(blk, base, np, t0, zeros, groups);
+        const unsigned char* base = layout + j * (2 * np + 32 * (np / R) * kTcb);
+        const int ng = groups_of(blk, base, np, kTcb, t0, zeros, groups);
         const __m512 dx = _mm512_set1_ps(blk.d);
-        const __m512i init = _mm512_set1_epi32(-8 * blk.qsum);
+        const __m512i init = _mm512_set1_epi32((Q8 ? -128 : -8) * blk.qsum);
         // Passes of up to kGroupsPerPass groups over all the tiles: each pass
         // streams a few channel ranges front to back (prefetcher-friendly),
         // the integer sums carried between passes in iacc; the last pass
@@ -112,34 +116,47 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
             for (int g = g0; g < g1; ++g)
                 for (int c = 0; c < 4; ++c)
                     for (int64_t t = 0; t < std::min<int64_t>(kAhead, nt); ++t)
-                        _mm_prefetch(reinterpret_cast<const char*>(groups[g].ch[c] + t * (R / 2)),
+                        _mm_prefetch(reinterpret_cast<const char*>(groups[g].ch[c] + t * kTcb),
                                      _MM_HINT_T0);
             for (int64_t t = 0; t < nt; ++t) {
-                const size_t off = static_cast<size_t>(t) * (R / 2);
+                const size_t off = static_cast<size_t>(t) * kTcb;
                 int32_t* ia = iacc.data() + t * R;
                 __m512i acc[8];
                 for (int m = 0; m < 8; ++m)
                     acc[m] = g0 == 0 ? init : _mm512_loadu_si512(ia + 16 * m);
                 for (int g = g0; g < g1; ++g) {
                     const __m512i av = _mm512_set1_epi32(groups[g].a4);
-                    // Transposed as whole bytes (8 unpacks), then split: a
-                    // lane's low nibbles are its row's codes, its high ones
-                    // those of the row 64 on.
-                    __m512i v[4], tr[4];
-                    for (int c = 0; c < 4; ++c) v[c] = _mm512_loadu_si512(groups[g].ch[c] + off);
-                    // Each range kAhead tiles ahead: short streams, many
-                    // at once, which the hardware alone follows too late.
-                    if (t + kAhead < nt)
+                    if constexpr (Q8) {
+                        // Rows 64h.. of the tile: one 64-byte half each.
+                        for (int h = 0; h < 2; ++h) {
+                            __m512i v[4], tr[4];
+                            for (int c = 0; c < 4; ++c)
+                                v[c] = _mm512_loadu_si512(groups[g].ch[c] + off + 64 * h);
+                            transpose4(v, tr);
+                            for (int q = 0; q < 4; ++q)
+                                acc[4 * h + q] = _mm512_dpbusd_epi32(acc[4 * h + q], tr[q], av);
+                        }
+                    } else {
+                        // Transposed as whole bytes (8 unpacks), then split: a
+                        // lane's low nibbles are its row's codes, its high ones
+                        // those of the row 64 on.
+                        __m512i v[4], tr[4];
                         for (int c = 0; c < 4; ++c)
-                            _mm_prefetch(reinterpret_cast<const char*>(groups[g].ch[c] + off +
-                                                                       kAhead * (R / 2)),
-                                         _MM_HINT_T0);
-                    transpose4(v, tr);
-                    for (int q = 0; q < 4; ++q) {
-                        const __m512i lo = _mm512_and_si512(tr[q], low4);
-                        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(tr[q], 4), low4);
-                        acc[q] = _mm512_dpbusd_epi32(acc[q], lo, av);
-                        acc[4 + q] = _mm512_dpbusd_epi32(acc[4 + q], hi, av);
+                            v[c] = _mm512_loadu_si512(groups[g].ch[c] + off);
+                        // Each range kAhead tiles ahead: short streams, many
+                        // at once, which the hardware alone follows too late.
+                        if (t + kAhead < nt)
+                            for (int c = 0; c < 4; ++c)
+                                _mm_prefetch(reinterpret_cast<const char*>(groups[g].ch[c] + off +
+                                                                           kAhead * kTcb),
+                                             _MM_HINT_T0);
+                        transpose4(v, tr);
+                        for (int q = 0; q < 4; ++q) {
+                            const __m512i lo = _mm512_and_si512(tr[q], low4);
+                            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(tr[q], 4), low4);
+                            acc[q] = _mm512_dpbusd_epi32(acc[q], lo, av);
+                            acc[4 + q] = _mm512_dpbusd_epi32(acc[4 + q], hi, av);
+                        }
                     }
                 }
                 if (!last) {
@@ -169,8 +186,9 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
 }  // namespace
 
 const SparseKernel* sparse_kernel_avx512(dwell_dtype t) {
-    static const SparseKernel q4_0{"q4_0/avx512vnni", DWELL_Q4_0, R, slot_vrow, run};
-    return t == DWELL_Q4_0 ? &q4_0 : nullptr;
+    static const SparseKernel q4_0{"q4_0/avx512vnni", DWELL_Q4_0, R, false, slot_vrow, run<false>};
+    static const SparseKernel q8_0{"q8_0/avx512vnni", DWELL_Q8_0, R, true, slot_vrow, run<true>};
+    return t == DWELL_Q4_0 ? &q4_0 : t == DWELL_Q8_0 ? &q8_0 : nullptr;
 }
 
 }  // namespace dwell::cpu
