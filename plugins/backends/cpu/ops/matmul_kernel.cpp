@@ -138,8 +138,9 @@ void run_sparse(const SparseKernel& kernel, const NodeArgs& a, ThreadPool& pool)
     const int64_t m_rows = dwell_tensor_nrows(&x);
     const unsigned char* layout = a.packed->get_sparse(kernel, w, pool);
     const int64_t tiles = sparse_padded_rows(kernel, n) / kernel.rows_per_tile;
-    // Tiles per range: enough rows that a channel's range is a useful run,
-    // and enough ranges that a delayed thread's share is picked up.
+    // One range of tiles per thread: each channel's codes are then read as
+    // one run as long as the thread's rows allow (the kernel's passes
+    // stream a few channels at a time; shorter runs measured slower).
     const int64_t chunk = std::max<int64_t>(
         1, (tiles + static_cast<int64_t>(pool.size()) - 1) / static_cast<int64_t>(pool.size()));
     std::vector<unsigned char> zeros(
