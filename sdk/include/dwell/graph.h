@@ -118,9 +118,8 @@
  *                every number, so it is never zeroed), 0 <= fparams[0] < 1;
  *                DWELL_SPARSIFY_THRESHOLD zeroes every entry with |x| <
  *                fparams[0] (>= 0). The host inserts it before the
- *                projections' MATMULs at decode when activation sparsity is
- *                on; a backend may then skip the weight columns of zeroed
- *                inputs.
+ *                projections' MATMULs when activation sparsity is on; a
+ *                backend may then skip the weight columns of zeroed inputs.
  *
  * Thread-safety: a graph is immutable while a backend executes it.
  * Ownership: the host owns graphs, tensors and node arrays; a plugin must
