@@ -39,8 +39,8 @@ constexpr int64_t kMaxPageKb = 1024;
 constexpr int64_t kMaxThreads = 1024;
 constexpr int64_t kMaxStepTimeoutMs = 600000;  // ten minutes: beyond that, no deadline is meant
 
-constexpr std::array kTopLevelSections = {"device", "backend", "memory", "cpu",
-                                          "kv",     "thermal", "plugins"};
+constexpr std::array kTopLevelSections = {"device", "backend", "memory",  "cpu",
+                                          "kv",     "thermal", "plugins", "sparsity"};
 constexpr std::array kKvDtypes = {DWELL_F16, DWELL_F32, DWELL_Q8_0, DWELL_FP8_E4M3};
 
 const char* type_name(toml::node_type t) {
@@ -102,6 +102,8 @@ public:
         if (const toml::node* n = root.get("memory")) parse_memory(table_of(*n, "[memory]"), m);
         if (const toml::node* n = root.get("cpu")) parse_cpu(table_of(*n, "[cpu]"), m);
         if (const toml::node* n = root.get("kv")) parse_kv(table_of(*n, "[kv]"), m);
+        if (const toml::node* n = root.get("sparsity"))
+            parse_sparsity(table_of(*n, "[sparsity]"), m);
         if (const toml::node* n = root.get("thermal")) parse_thermal(table_of(*n, "[thermal]"), m);
         if (const toml::node* n = root.get("plugins")) parse_plugins(table_of(*n, "[plugins]"), m);
         return m;
@@ -428,6 +430,14 @@ private:
             m.cpu.threads = static_cast<int32_t>(int_of(*n, "[cpu] threads", 0, kMaxThreads));
         if (const toml::node* n = t.get("affinity"))
             m.cpu.affinity = choice_of(*n, "[cpu] affinity", {"any", "big"});
+    }
+
+    void parse_sparsity(const toml::table& t, Manifest& m) const {
+        check_keys(t, "[sparsity]", std::array{"fraction"});
+        if (const toml::node* n = t.get("fraction")) {
+            m.sparsity.fraction =
+                static_cast<float>(double_of(*n, "[sparsity] fraction", 0, kMaxSparsity));
+        }
     }
 
     void parse_kv(const toml::table& t, Manifest& m) const {

@@ -344,6 +344,7 @@ struct GraphBuilder::OpCheck {
     dwell_tensor matmul() const;
     dwell_tensor broadcast_binary() const;  // add, mul
     dwell_tensor elementwise_unary() const;
+    dwell_tensor sparsify() const;
     dwell_tensor swiglu() const;
     dwell_tensor rope() const;
     dwell_tensor attention() const;
@@ -393,6 +394,18 @@ dwell_tensor GraphBuilder::OpCheck::broadcast_binary() const {
     if (!same_shape(a, b) && !(is_vector(b) && b.ne[0] == a.ne[0])) {
         fail(op, "cannot broadcast " + shape_str(b) + " over " + shape_str(a));
     }
+    return make_tensor(DWELL_F32, a.n_dims, a.ne);
+}
+
+// graph.h: the mode in iparams[0]; its parameter is checked in op().
+dwell_tensor GraphBuilder::OpCheck::sparsify() const {
+    need(1);
+    const auto& a = input(0, "sparsify");
+    f32(a, "input");
+    const int32_t mode = ip.empty() ? DWELL_SPARSIFY_FRACTION : ip[0];
+    if (mode != DWELL_SPARSIFY_FRACTION && mode != DWELL_SPARSIFY_THRESHOLD)
+        fail(op, "iparams[0] (the mode) must be 0 (fraction) or 1 (threshold), got " +
+                     std::to_string(mode));
     return make_tensor(DWELL_F32, a.n_dims, a.ne);
 }
 
@@ -659,6 +672,8 @@ dwell_tensor GraphBuilder::infer(dwell_op op, std::span<const int32_t> in,
         case DWELL_OP_SIGMOID:
         case DWELL_OP_SOFTPLUS:
             return check.elementwise_unary();
+        case DWELL_OP_SPARSIFY:
+            return check.sparsify();
         case DWELL_OP_SWIGLU:
             return check.swiglu();
         case DWELL_OP_ROPE:
@@ -706,6 +721,22 @@ int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs,
                      ") must be finite, the epsilon > 0 when q and k are "
                      "L2-normalised");
     }
+    if (op == DWELL_OP_SPARSIFY) {
+        const bool threshold = !iparams.empty() && iparams[0] == DWELL_SPARSIFY_THRESHOLD;
+        if (threshold ? !(cap(0) >= 0.0f && std::isfinite(cap(0)))
+                      : !(cap(0) >= 0.0f && cap(0) < 1.0f)) {
+            fail(op, "fparams[0] = " + std::to_string(cap(0)) +
+                         (threshold ? " must be a finite threshold >= 0"
+                                    : " must be a fraction in [0, 1)"));
+        }
+    }
+    if (op == DWELL_OP_MATMUL && sparsity_ > 0.0f && inputs.size() == 2) {
+        const int32_t x = sparsify_input(inputs[0], inputs[1]);
+        if (x != inputs[1]) {
+            const int32_t both[2] = {inputs[0], x};
+            return this->op(op, both, iparams, fparams);
+        }
+    }
     dwell_tensor out = infer(op, inputs, iparams);
     dwell_node node{};
     node.op = op;
@@ -721,6 +752,35 @@ int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs,
     graph_.slots[id].layer = layer_;
     graph_.nodes.push_back(node);
     return id;
+}
+
+// The projections' inputs only: the token embeddings (a lookup), the output
+// head (the logits decide the token; sparsifying them costs the most
+// quality for one matrix's bytes) and routers (a wrong expert costs more
+// than it saves) keep their inputs dense.
+int32_t GraphBuilder::sparsify_input(int32_t weight, int32_t x) {
+    if (weight < 0 || static_cast<size_t>(weight) >= graph_.slots.size() || x < 0 ||
+        static_cast<size_t>(x) >= graph_.slots.size())
+        return x;
+    const TensorSlot* w = &graph_.slots[static_cast<size_t>(weight)];
+    if (w->role == TensorRole::View && w->view_of >= 0)  // weight_rows(): a fused weight's part
+        w = &graph_.slots[static_cast<size_t>(w->view_of)];
+    if (w->role != TensorRole::Weight) return x;
+    const std::string_view name = w->tensor.name ? w->tensor.name : "";
+    const bool excluded = name.empty() || name.starts_with("token_embd") ||
+                          name.starts_with("output") || name.find("_inp") != std::string_view::npos;
+    const dwell_tensor& xt = graph_.slots[static_cast<size_t>(x)].tensor;
+    if (excluded || xt.dtype != DWELL_F32) return x;
+    const int32_t producer = graph_.slots[static_cast<size_t>(x)].producer;
+    if (producer >= 0 && graph_.nodes[static_cast<size_t>(producer)].op == DWELL_OP_SPARSIFY)
+        return x;  // already sparse (the plugin's own, or ours)
+    if (const auto it = sparsified_.find(x); it != sparsified_.end()) return it->second;
+    const int32_t mode[1] = {DWELL_SPARSIFY_FRACTION};
+    const float frac[1] = {sparsity_};
+    const int32_t in[1] = {x};
+    const int32_t y = op(DWELL_OP_SPARSIFY, in, mode, frac);
+    sparsified_[x] = y;
+    return y;
 }
 
 void GraphBuilder::set_output(int32_t tensor) {

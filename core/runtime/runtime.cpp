@@ -105,6 +105,7 @@ Runtime::Impl::Impl(const Runtime* owner, const RuntimeOptions& options)
     if (options.weight_budget_bytes)
         manifest_.memory.weight_budget_bytes = *options.weight_budget_bytes;
     if (options.prefetch_layers) manifest_.memory.prefetch_layers = *options.prefetch_layers;
+    if (options.sparsity) manifest_.sparsity.fraction = *options.sparsity;
     uint64_t budget = options.memory_budget_bytes.value_or(manifest_.memory.budget_bytes);
     pool_ = std::make_unique<MemoryPool>(manifest_.memory.page_size, budget);
     // The page space is address space only: as large as the budget, else

@@ -438,6 +438,11 @@ void Session::build_step_graph(Graph& graph, int32_t n_tokens, int32_t n_out) co
         graph, [this](std::string_view name) { return model_->weight(name); },
         [this](int32_t layer, int32_t which) { return kv_.tensor(layer, which); },
         [this](int32_t layer, int32_t which) { return state_.tensor(layer, which); });
+    // Every step, prompts too: each token's projections then see the same
+    // inputs whether it was decoded alone or in a batch, so a perplexity run
+    // (batched) measures what generation gets. Only a one-token step saves
+    // weight reads (a batch reads each weight once for all its tokens).
+    builder.set_sparsity(runtime_.manifest().sparsity.fraction);
     dwell_batch batch{sizeof(dwell_batch), n_tokens, n_out, static_cast<int32_t>(kv_.n_ctx())};
     model_->build_graph(builder, batch);
     if (graph.output < 0)

@@ -128,6 +128,60 @@ nlohmann::json backend_profile(const Runtime& runtime, bool reset) {
     return out;
 }
 
+// What the backends' matmuls read of their weights since the last reset,
+// summed over the backends that count it (ABI 1.9 weight_reads); `counted`
+// says whether any does.
+struct WeightReads {
+    bool counted = false;
+    uint64_t bytes_read = 0, bytes_dense = 0, inputs = 0, inputs_zero = 0;
+};
+
+WeightReads weight_reads(const Runtime& runtime, bool reset) {
+    WeightReads r;
+    for (const auto& b : runtime.backends()) {
+        const dwell_backend_plugin& api = b->api();
+        if (!DWELL_HAS_FIELD(&api, dwell_backend_plugin, weight_reads) ||
+            api.weight_reads == nullptr)
+            continue;
+        std::lock_guard lock(b->mutex());
+        dwell_weight_reads w{};
+        w.struct_size = sizeof w;
+        if (api.weight_reads(b->context(), &w, reset ? 1 : 0) != DWELL_OK) continue;
+        r.counted = true;
+        r.bytes_read += w.bytes_read;
+        r.bytes_dense += w.bytes_dense;
+        r.inputs += w.inputs;
+        r.inputs_zero += w.inputs_zero;
+    }
+    return r;
+}
+
+void add_reads(WeightReads& sum, const WeightReads& r) {
+    sum.counted = sum.counted || r.counted;
+    sum.bytes_read += r.bytes_read;
+    sum.bytes_dense += r.bytes_dense;
+    sum.inputs += r.inputs;
+    sum.inputs_zero += r.inputs_zero;
+}
+
+// The sparsity asked for and achieved over the timed decodes, and the weight
+// bytes per decoded token the kernels read (and would have read dense).
+nlohmann::json sparsity_json(const Runtime& runtime, const WeightReads& r, int64_t tokens) {
+    nlohmann::json j = {{"fraction", runtime.manifest().sparsity.fraction}};
+    if (!r.counted) {
+        j["measured"] = false;
+        return j;
+    }
+    const double n = static_cast<double>(std::max<int64_t>(tokens, 1));
+    j["measured"] = true;
+    j["achieved"] =
+        r.inputs > 0 ? static_cast<double>(r.inputs_zero) / static_cast<double>(r.inputs) : 0.0;
+    j["weight_bytes_per_token"] = static_cast<uint64_t>(static_cast<double>(r.bytes_read) / n);
+    j["dense_weight_bytes_per_token"] =
+        static_cast<uint64_t>(static_cast<double>(r.bytes_dense) / n);
+    return j;
+}
+
 // The weight residency and, when streamed, what the timed decodes cost in
 // reads: per token, and how much of the reader's time hid behind compute.
 nlohmann::json weights_json(const Runtime& runtime, const WeightStreamer* streamer,
@@ -472,9 +526,10 @@ void add_stream_delta(WeightStreamStats& sum, const WeightStreamStats& a,
 // Prefill of the prompt, then n_gen greedy decodes, on `session`; the bar
 // advances once per decode call. With `decode_io`, the weight reader's
 // work during the decodes is added to it.
-Repetition time_repetition(Session& session, const std::vector<int32_t>& prompt, int32_t n_gen,
-                           ProgressBar& bar, int64_t& done, const WeightStreamer* streamer,
-                           WeightStreamStats* decode_io) {
+Repetition time_repetition(const Runtime& runtime, Session& session,
+                           const std::vector<int32_t>& prompt, int32_t n_gen, ProgressBar& bar,
+                           int64_t& done, const WeightStreamer* streamer,
+                           WeightStreamStats* decode_io, WeightReads* reads) {
     Repetition r;
     auto t0 = Clock::now();
     const std::span<const float> logits = session.decode(prompt);
@@ -484,12 +539,14 @@ Repetition time_repetition(Session& session, const std::vector<int32_t>& prompt,
     r.ttft_seconds = seconds_since(t0);
     bar.update(++done);
     const WeightStreamStats io0 = streamer ? streamer->stats() : WeightStreamStats{};
+    weight_reads(runtime, true);  // counts start with the decodes
     t0 = Clock::now();
     for (int32_t i = 0; i < n_gen; ++i) {
         next = argmax(session.decode(std::span<const int32_t>(&next, 1)));
         bar.update(++done);
     }
     r.decode_seconds = seconds_since(t0);
+    if (reads) add_reads(*reads, weight_reads(runtime, false));
     if (streamer && decode_io) add_stream_delta(*decode_io, io0, streamer->stats());
     return r;
 }
@@ -498,6 +555,8 @@ struct Timings {
     std::vector<Repetition> runs;
     // Streamed weights: what the timed decodes read and waited for.
     WeightStreamStats decode_io{};
+    // What the timed decodes' matmuls read of the weights.
+    WeightReads reads{};
 };
 
 // One untimed warm-up, then the timed repetitions, each on a fresh fork of
@@ -513,8 +572,9 @@ Timings time_repetitions(const Runtime& runtime, const Session& base,
         std::unique_ptr<Session> session = base.fork();
         if (rep == 1 && a.profile) backend_profile(runtime, true);  // after the warm-up
         // Repetition 0 warms caches and page tables.
-        const Repetition r = time_repetition(*session, prompt, a.n_gen, bar, done, streamer,
-                                             rep > 0 ? &t.decode_io : nullptr);
+        const Repetition r =
+            time_repetition(runtime, *session, prompt, a.n_gen, bar, done, streamer,
+                            rep > 0 ? &t.decode_io : nullptr, rep > 0 ? &t.reads : nullptr);
         if (rep > 0) t.runs.push_back(r);
     }
     return t;
@@ -565,7 +625,7 @@ BenchFigures bench_figures(const BenchArgs& a, Runtime& runtime, const Model& mo
 // One JSON object on one line.
 void print_json_report(const BenchArgs& a, const BenchFigures& f, const Runtime& runtime,
                        const Model& model, const WeightStreamer* streamer,
-                       const WeightStreamStats& decode_io) {
+                       const WeightStreamStats& decode_io, const WeightReads& reads) {
     auto stats = [](const Spread& s) {
         return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}};
     };
@@ -590,6 +650,7 @@ void print_json_report(const BenchArgs& a, const BenchFigures& f, const Runtime&
         {"ttft_ms", stats(f.ttft)},
         {"peak_rss_bytes", f.peak_rss},
         {"weights", weights_json(runtime, streamer, decode_io, int64_t{a.reps} * a.n_gen)},
+        {"sparsity", sparsity_json(runtime, reads, int64_t{a.reps} * a.n_gen)},
     };
     if (a.profile) j["profile"] = backend_profile(runtime, false);
     std::cout << j.dump() << "\n";
@@ -645,7 +706,7 @@ void print_weight_streaming(const Runtime& runtime, const WeightStreamer& stream
 // The table for a reader, llama-bench's test names in the first column.
 void print_table_report(const BenchArgs& a, const BenchFigures& f, const Runtime& runtime,
                         const Model& model, const WeightStreamer* streamer,
-                        const WeightStreamStats& decode_io) {
+                        const WeightStreamStats& decode_io, const WeightReads& reads) {
     std::string labels;
     for (const auto& b : f.backends) labels += (labels.empty() ? "" : ", ") + b;
     std::printf("model    %s (%s, weights %s)\n", printable_text(model.path().string()).c_str(),
@@ -663,6 +724,15 @@ void print_table_report(const BenchArgs& a, const BenchFigures& f, const Runtime
     std::printf("peak RSS %s\n", format_bytes(f.peak_rss).c_str());
     if (a.profile) print_profile_table(runtime, a.reps);
     if (streamer) print_weight_streaming(runtime, *streamer, decode_io, int64_t{a.reps} * a.n_gen);
+    const nlohmann::json sp = sparsity_json(runtime, reads, int64_t{a.reps} * a.n_gen);
+    if (sp["measured"].get<bool>()) {
+        std::printf(
+            "sparsity %.0f%% asked, %.1f%% of projection inputs zero; weights read per "
+            "decoded token %s (dense %s)\n",
+            100.0 * sp["fraction"].get<double>(), 100.0 * sp["achieved"].get<double>(),
+            format_bytes(sp["weight_bytes_per_token"].get<uint64_t>()).c_str(),
+            format_bytes(sp["dense_weight_bytes_per_token"].get<uint64_t>()).c_str());
+    }
 }
 
 }  // namespace
@@ -692,9 +762,9 @@ int bench_command(const std::vector<std::string>& args) {
     const Timings t = time_repetitions(runtime, base, prompt, a, streamer);
     const BenchFigures f = bench_figures(a, runtime, *model, base.kv_cache(), t.runs, ctx);
     if (a.json) {
-        print_json_report(a, f, runtime, *model, streamer, t.decode_io);
+        print_json_report(a, f, runtime, *model, streamer, t.decode_io, t.reads);
     } else {
-        print_table_report(a, f, runtime, *model, streamer, t.decode_io);
+        print_table_report(a, f, runtime, *model, streamer, t.decode_io, t.reads);
     }
     return 0;
 }

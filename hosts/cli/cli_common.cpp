@@ -21,6 +21,7 @@ void add_runtime_options(po::options_description& desc, CommonArgs& args) {
         ("weights", po::value(&args.weights), "weight residency: mmap, load or stream (overrides [memory] weights)")
         ("weight-budget", po::value(&args.weight_budget_mb), "stream: MiB of weights resident at once (overrides [memory] weight_budget_mb)")
         ("prefetch", po::value(&args.prefetch_layers), "stream: layers read ahead (overrides [memory] prefetch_layers)")
+        ("sparsity", po::value(&args.sparsity), "activation sparsity at decode: share of each projection input zeroed per token, smallest first, 0..0.95 (overrides [sparsity] fraction; 0: off)")
         ("strict", po::bool_switch(&args.strict), "fail instead of falling back to a lower-priority backend")
         ("sysroot", po::value(&args.sysroot), "detect the device from a captured tree (proc/, sys/, getprop.txt) instead of /")
         ("getprop", po::value(&args.getprop), "read Android properties from this file of getprop output")
@@ -89,6 +90,13 @@ RuntimeOptions runtime_options(const CommonArgs& args) {
                             " is out of range (0..64 layers)");
         }
         o.prefetch_layers = args.prefetch_layers;
+    }
+    if (args.sparsity != -1) {
+        if (!(args.sparsity >= 0 && args.sparsity <= kMaxSparsity)) {
+            throw po::error("--sparsity " + std::to_string(args.sparsity) +
+                            " is out of range (a fraction 0..0.95 of each input zeroed; 0: off)");
+        }
+        o.sparsity = static_cast<float>(args.sparsity);
     }
     o.strict = args.strict;
     return o;

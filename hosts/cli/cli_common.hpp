@@ -22,9 +22,10 @@ struct CommonArgs {
     int32_t prefetch_layers = -1;   // -1: the manifest's
     bool strict = false;
     int verbosity = 0;
-    std::string sysroot;  // device detection under a captured tree
-    std::string getprop;  // a file of getprop output
-    std::string thermal;  // "on" / "off": overrides [thermal] enabled
+    std::string sysroot;   // device detection under a captured tree
+    std::string getprop;   // a file of getprop output
+    std::string thermal;   // "on" / "off": overrides [thermal] enabled
+    double sparsity = -1;  // -1: the manifest's [sparsity] fraction
 };
 
 // --manifest, --threads, --memory-budget, --strict, -v.

@@ -1,6 +1,7 @@
 // The conformance cases and their double-precision references (cases.hpp).
 #include "cases.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -213,6 +214,41 @@ void add_elementwise_cases(std::vector<Case>& cases) {
         "sigmoid", DWELL_OP_SIGMOID, 0, [](double x) { return 1 / (1 + std::exp(-x)); }, 1e-6);
     unary(
         "softplus", DWELL_OP_SOFTPLUS, 0, [](double x) { return std::log1p(std::exp(x)); }, 1e-6);
+    // SPARSIFY (ABI 1.9): the floor(0.4 * 96) smallest |x| of each row
+    // zeroed, ties (equal magnitudes of both signs) to the lower index; then
+    // the threshold form.
+    for (const bool threshold : {false, true}) {
+        cases.push_back(
+            {threshold ? "sparsify_threshold" : "sparsify_fraction",
+             [threshold](OpTestGraph& g) {
+                 const int n = 96, rows = 3;
+                 const int a = g.tensor(DWELL_F32, {n, rows});
+                 auto av = random_floats(n * rows, 19, -2, 2);
+                 av[5] = 0.25f;
+                 av[6] = -0.25f;
+                 av[7] = 0.25f;
+                 g.set(a, av);
+                 const int out = g.tensor(DWELL_F32, {n, rows});
+                 const float p = threshold ? 0.5f : 0.4f;
+                 g.node(DWELL_OP_SPARSIFY, out, {a},
+                        {threshold ? DWELL_SPARSIFY_THRESHOLD : DWELL_SPARSIFY_FRACTION}, {p});
+                 std::vector<double> want(av.begin(), av.end());
+                 for (int r = 0; r < rows; ++r) {
+                     std::vector<int> order(n);
+                     for (int i = 0; i < n; ++i) order[i] = i;
+                     std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+                         return std::fabs(av[r * n + x]) < std::fabs(av[r * n + y]);
+                     });
+                     const int z = threshold ? 0 : static_cast<int>(0.4 * n);
+                     for (int i = 0; i < z; ++i) want[r * n + order[i]] = 0;
+                     if (threshold)
+                         for (int i = 0; i < n; ++i)
+                             if (std::fabs(av[r * n + i]) < p) want[r * n + i] = 0;
+                 }
+                 return want;
+             },
+             0});
+    }
     // SLICE (ABI 1.7): columns 21..41 of rows of 64, in three dims.
     cases.push_back({"slice_cols",
                      [](OpTestGraph& g) {

@@ -57,6 +57,45 @@ TEST(BenchCommand, TableByDefault) {
     EXPECT_NE(r.out.find("TTFT ms"), std::string::npos) << r.out;
 }
 
+// Activation sparsity on a Q4_0 model (the cpu backend's column layout):
+// the JSON says how much of the projections' inputs was zero and what the
+// kernels read per decoded token, which falls with sparsity; off, nothing
+// is zeroed and the bytes are the dense ones.
+TEST(BenchCommand, ReportsSparsityAndTheWeightBytesRead) {
+    TempDir dir;
+    SyntheticModelSpec spec;
+    spec.n_embd = 128;
+    spec.n_layer = 2;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 256;
+    spec.n_vocab = 256;
+    spec.n_ctx = 128;
+    spec.dtype = DWELL_Q4_0;
+    const fs::path model = dir.path() / "q4_0.gguf";
+    write_synthetic_model(spec, model);
+    auto bench = [&](const char* sparsity) {
+        const auto r = run_dwell({"bench", "-m", model.string(), "-p", "4", "-n", "4", "-r", "1",
+                                  "--threads", "2", "--json", "--sparsity", sparsity});
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return nlohmann::json::parse(r.out).at("sparsity");
+    };
+    const nlohmann::json off = bench("0"), half = bench("0.5");
+    ASSERT_TRUE(off.at("measured").get<bool>()) << off.dump();
+    ASSERT_TRUE(half.at("measured").get<bool>()) << half.dump();
+    EXPECT_EQ(off.at("achieved").get<double>(), 0.0);
+    EXPECT_EQ(off.at("weight_bytes_per_token").get<uint64_t>(),
+              off.at("dense_weight_bytes_per_token").get<uint64_t>());
+    EXPECT_NEAR(half.at("fraction").get<double>(), 0.5, 1e-6);
+    EXPECT_GE(half.at("achieved").get<double>(), 0.5);
+    EXPECT_LT(half.at("achieved").get<double>(), 0.55);
+    EXPECT_EQ(half.at("dense_weight_bytes_per_token").get<uint64_t>(),
+              off.at("dense_weight_bytes_per_token").get<uint64_t>());
+    // The output head stays dense; the projections' code bytes halve.
+    EXPECT_LT(half.at("weight_bytes_per_token").get<uint64_t>(),
+              off.at("weight_bytes_per_token").get<uint64_t>() * 85 / 100);
+}
+
 TEST(BenchCommand, BadOptionsGiveOneLineErrors) {
     TempDir dir;
     const fs::path model = write_small_model(dir);

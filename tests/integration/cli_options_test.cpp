@@ -64,6 +64,9 @@ TEST(CliOptions, EveryBadOptionExits2NamingTheFlagBeforeAnythingLoads) {
         {{"--memory-budget", "-5"}, "--memory-budget"},
         {{"--weights", "disk"}, "--weights"},
         {{"--thermal", "maybe"}, "--thermal"},
+        {{"--sparsity", "0.99"}, "--sparsity"},
+        {{"--sparsity", "-0.1"}, "--sparsity"},
+        {{"--sparsity", "nan"}, "--sparsity"},
         {{"--manifest", (dir.path() / "no-such.toml").string()}, "--manifest"},
         {{"--sysroot", (dir.path() / "no-such-dir").string()}, "--sysroot"},
     };

@@ -71,6 +71,25 @@ TEST(RunCommand, InteractiveLinesContinueAfterTheLastGeneratedToken) {
     EXPECT_EQ(r.out, want);
 }
 
+// --sparsity 0 is off: the same greedy tokens as without the flag, on the
+// real model; a sparsity that zeroes most inputs changes them (it is on).
+TEST(RunCommand, SparsityZeroGivesTheTokensOfNoSparsity) {
+    const auto model_path = dwell::test::model_path("stories260K.gguf");
+    if (!std::filesystem::exists(model_path)) GTEST_SKIP() << "stories260K.gguf not present";
+    auto run = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args = {
+            "run",    "-m", model_path.string(), "-p", "Once upon a time", "-n", "24",
+            "--temp", "0",  "--threads",         "2"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto r = run_dwell(args);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return r.out;
+    };
+    const std::string plain = run({});
+    EXPECT_EQ(run({"--sparsity", "0"}), plain);
+    EXPECT_NE(run({"--sparsity", "0.9"}), plain);
+}
+
 // The core logs through spdlog's default logger, which the CLI sets up: -v
 // must reach the library's info logs (the backend it selected), and the
 // default level must keep them out. Both break when libdwell and the CLI

@@ -42,7 +42,8 @@ struct dwell_backend_context {
     const unsigned full_threads;  // as created; reconfigure's thread_share is of these
     const std::vector<int> full_cpus;
     std::unique_ptr<dwell::cpu::ThreadPool> pool;
-    dwell::cpu::PackedWeights packed;  // matmul weights in the kernels' layouts
+    dwell::cpu::PackedWeights packed;    // matmul weights in the kernels' layouts
+    dwell::cpu::WeightReadCounts reads;  // since creation or the last weight_reads reset
     std::string last_error;
 };
 
@@ -277,11 +278,25 @@ dwell_status graph_compute(dwell_backend_context* ctx, const dwell_graph* graph,
     }
     return guarded(ctx->last_error, [&]() -> dwell_status {
         const CpuAffinityScope on_pool_cores(ctx->pool->cpus());
-        OpVerdict problem = compute_nodes(graph, node_ids, n_ids, *ctx->pool, &ctx->packed);
+        OpVerdict problem =
+            compute_nodes(graph, node_ids, n_ids, *ctx->pool, &ctx->packed, &ctx->reads);
         if (!problem) return DWELL_OK;
         ctx->last_error = std::move(problem->message);
         return problem->status;
     });
+}
+
+dwell_status weight_reads(dwell_backend_context* ctx, dwell_weight_reads* out, int32_t reset) {
+    if (ctx == nullptr || out == nullptr || !DWELL_HAS_FIELD(out, dwell_weight_reads, matmuls))
+        return fail_plugin(DWELL_ERR_INVALID_ARGUMENT, "weight_reads: null context or output");
+    const WeightReadCounts& r = ctx->reads;
+    out->bytes_read = r.bytes_read;
+    out->bytes_dense = r.bytes_dense;
+    out->inputs = r.inputs;
+    out->inputs_zero = r.inputs_zero;
+    out->matmuls = r.matmuls;
+    if (reset) ctx->reads = WeightReadCounts{};
+    return DWELL_OK;
 }
 
 struct PluginState {
@@ -310,6 +325,7 @@ struct PluginState {
         vtable.graph_compute = graph_compute;
         vtable.release_weights = release_weights;
         vtable.reconfigure = reconfigure;
+        vtable.weight_reads = weight_reads;
     }
 
     const char* keep_error(std::string message) {

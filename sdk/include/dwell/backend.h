@@ -76,6 +76,17 @@ typedef struct dwell_op_time {
     double seconds; /* device time */
 } dwell_op_time;
 
+/* Weight bytes a backend's matmul kernels read (ABI 1.9, see weight_reads). */
+typedef struct dwell_weight_reads {
+    uint32_t struct_size;
+    uint32_t reserved;
+    uint64_t bytes_read;  /* weight bytes the kernels actually read */
+    uint64_t bytes_dense; /* what they would have read with no input zeroed */
+    uint64_t inputs;      /* projection input values seen (after SPARSIFY) */
+    uint64_t inputs_zero; /* of which zero */
+    uint64_t matmuls;     /* matmul nodes counted */
+} dwell_weight_reads;
+
 typedef struct dwell_backend_plugin {
     uint32_t struct_size;
     void* self; /* plugin-wide state, passed back to the probe calls */
@@ -125,6 +136,15 @@ typedef struct dwell_backend_plugin {
      * Same one-thread-per-context rule as graph_compute. */
     dwell_status (*reconfigure)(dwell_backend_context* ctx, const dwell_option* options,
                                 size_t n_options);
+
+    /* ABI 1.9, optional (NULL or absent: the backend counts nothing). The
+     * weight bytes its matmuls read since the context was created or last
+     * reset, and how many of their inputs were zero: a kernel that skips
+     * the columns of zeroed inputs (after SPARSIFY) reads fewer bytes than
+     * bytes_dense. Fills the fields out->struct_size holds; with `reset`
+     * starts over. Same one-thread-per-context rule as graph_compute. */
+    dwell_status (*weight_reads)(dwell_backend_context* ctx, dwell_weight_reads* out,
+                                 int32_t reset);
 } dwell_backend_plugin;
 
 #ifdef __cplusplus

@@ -109,6 +109,17 @@
  *                  out[t][h][j] = fparams[0] * sum_i S_h[j][i] q[i]
  *                -> [Dv, Hv, T]; S_h after the last token is written into
  *                in5. Only in5 is written; T >= 1.
+ *  SPARSIFY      (ABI 1.9) in0 x [n, ...] -> same shape: each row (one
+ *                token's n values) with its smallest-magnitude entries set
+ *                to +0, the rest copied. iparams[0] = mode:
+ *                DWELL_SPARSIFY_FRACTION zeroes the floor(fparams[0] * n)
+ *                entries that come first in the order (|x|, index)
+ *                ascending (ties go to the lower index; NaN sorts above
+ *                every number, so it is never zeroed), 0 <= fparams[0] < 1;
+ *                DWELL_SPARSIFY_THRESHOLD zeroes every entry with |x| <
+ *                fparams[0] (>= 0). The host inserts it before the
+ *                projections' MATMULs when activation sparsity is on; a
+ *                backend may then skip the weight columns of zeroed inputs.
  *
  * Thread-safety: a graph is immutable while a backend executes it.
  * Ownership: the host owns graphs, tensors and node arrays; a plugin must
@@ -154,12 +165,14 @@ typedef enum dwell_op {
     DWELL_OP_SOFTPLUS = 22,        /* ABI 1.7 */
     DWELL_OP_SLICE = 23,           /* ABI 1.7 */
     DWELL_OP_GATED_DELTA_NET = 24, /* ABI 1.7 */
-    DWELL_OP_COUNT = 25,
+    DWELL_OP_SPARSIFY = 25,        /* ABI 1.9 */
+    DWELL_OP_COUNT = 26,
     DWELL_OP_MIN_ENUM_ = -0x7fffffff - 1, /* 32 bits; any int32 loads safely */
     DWELL_OP_MAX_ENUM_ = 0x7fffffff
 } dwell_op;
 
 enum { DWELL_ROPE_NORM = 0, DWELL_ROPE_NEOX = 1 };
+enum { DWELL_SPARSIFY_FRACTION = 0, DWELL_SPARSIFY_THRESHOLD = 1 };
 
 typedef struct dwell_node {
     dwell_op op;
@@ -216,7 +229,8 @@ static inline const char* dwell_op_name(dwell_op op) {
         "scale",      "rms_norm",      "layer_norm",  "rope",    "attention",
         "silu",       "gelu",          "swiglu",      "softmax", "topk",
         "gather",     "expert_matmul", "moe_combine", "cpy",     "softcap",
-        "short_conv", "sigmoid",       "softplus",    "slice",   "gated_delta_net"};
+        "short_conv", "sigmoid",       "softplus",    "slice",   "gated_delta_net",
+        "sparsify"};
     return (op >= 0 && op < DWELL_OP_COUNT) ? names[op] : "unknown";
 }
 

@@ -45,9 +45,10 @@ extern "C" {
  * dwell_model_info.state_elems and dwell_graph_builder.recurrent_state
  * (model.h); 1.7 DWELL_OP_SIGMOID, SOFTPLUS, SLICE and GATED_DELTA_NET
  * (graph.h), dwell_model_info.flags with DWELL_MODEL_STATE_SPANS_CONTEXT
- * (model.h); 1.8 dwell_graph_builder.constant (model.h). sdk/ABI.md has
- * the details. */
-#define DWELL_ABI_MINOR 8
+ * (model.h); 1.8 dwell_graph_builder.constant (model.h); 1.9
+ * DWELL_OP_SPARSIFY (graph.h), dwell_backend_plugin.weight_reads
+ * (backend.h). sdk/ABI.md has the details. */
+#define DWELL_ABI_MINOR 9
 
 #if defined(_WIN32)
 #define DWELL_PLUGIN_EXPORT __declspec(dllexport)

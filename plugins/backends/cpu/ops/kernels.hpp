@@ -51,6 +51,17 @@ private:
 class PackedWeights;
 class QuantizedActs;
 
+// What a context's matmuls read of their weights (backend.h weight_reads).
+struct WeightReadCounts {
+    uint64_t bytes_read = 0;   // weight bytes the kernels read
+    uint64_t bytes_dense = 0;  // what a dense kernel reads for the same products
+    uint64_t inputs = 0;       // input values of sparse-fed matmuls
+    uint64_t inputs_zero = 0;  // of which zero
+    uint64_t matmuls = 0;
+};
+
+struct SparseActsCache;  // matmul_kernel.cpp's, see sparse_matvec.hpp
+
 struct NodeArgs {
     const dwell_node* node = nullptr;
     // The context's repacked-weight cache; null means repack per call.
@@ -58,6 +69,13 @@ struct NodeArgs {
     // int8 activations shared by matmuls of one graph_compute call; null
     // means quantize per call.
     QuantizedActs* acts = nullptr;
+    // MATMUL: in1 is a SPARSIFY output, so the weight may take the column
+    // layout (sparse_matvec.hpp); where the context counts weight reads.
+    bool sparse_input = false;
+    WeightReadCounts* reads = nullptr;
+    // The digest of the last sparse-fed input (one per graph_compute call),
+    // shared by the matmuls that read it (q, k and v; gate and up).
+    SparseActsCache* sparse_acts = nullptr;
     std::array<const dwell_tensor*, DWELL_MAX_INPUTS> in{};
     const dwell_tensor* out = nullptr;
 
@@ -83,7 +101,9 @@ OpVerdict check_softcap(const NodeArgs& a);  // ABI 1.5
 void run_softcap(const NodeArgs& a, ThreadPool& pool);
 void run_sigmoid(const NodeArgs& a, ThreadPool& pool);   // ABI 1.7
 void run_softplus(const NodeArgs& a, ThreadPool& pool);  // ABI 1.7
-OpVerdict check_slice(const NodeArgs& a);                // ABI 1.7
+OpVerdict check_sparsify(const NodeArgs& a);             // ABI 1.9
+void run_sparsify(const NodeArgs& a, ThreadPool& pool);
+OpVerdict check_slice(const NodeArgs& a);  // ABI 1.7
 void run_slice(const NodeArgs& a, ThreadPool& pool);
 OpVerdict check_swiglu(const NodeArgs& a);
 void run_swiglu(const NodeArgs& a, ThreadPool& pool);

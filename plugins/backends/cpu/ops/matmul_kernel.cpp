@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <vector>
 
 #include "ops/kernels.hpp"
 #include "ops/packed_weights.hpp"
@@ -17,6 +18,7 @@
 #include "quant/activation_quant.hpp"
 #include "simd/gemm_kernel.hpp"
 #include "simd/integer_dot.hpp"
+#include "simd/sparse_matvec.hpp"
 #include "simd/weight_rows.hpp"
 
 namespace dwell::cpu {
@@ -124,6 +126,50 @@ void run_blocked(const GemmKernel& kernel, const NodeArgs& a, ThreadPool& pool) 
         std::max<int64_t>(1, blocks / (8 * static_cast<int64_t>(pool.size()))));
 }
 
+// A SPARSIFY-fed matmul on a weight a sparse kernel serves: the column
+// layout, one matvec per input row, reading only the non-zero channels.
+// Rows of a batch run one by one (each has its own zero channels).
+void run_sparse(const SparseKernel& kernel, const NodeArgs& a, ThreadPool& pool) {
+    const dwell_tensor& w = a.input(0);
+    const dwell_tensor& x = a.input(1);
+    const dwell_tensor& out = a.output();
+    const int64_t k = w.ne[0];
+    const int64_t n = w.ne[1];
+    const int64_t m_rows = dwell_tensor_nrows(&x);
+    const unsigned char* layout = a.packed->get_sparse(kernel, w, pool);
+    const int64_t tiles = sparse_padded_rows(kernel, n) / kernel.rows_per_tile;
+    // One range of tiles per thread: each channel's codes are then read as
+    // one run as long as the thread's rows allow (the kernel's passes
+    // stream a few channels at a time; shorter runs measured slower).
+    const int64_t chunk = std::max<int64_t>(
+        1, (tiles + static_cast<int64_t>(pool.size()) - 1) / static_cast<int64_t>(pool.size()));
+    std::vector<unsigned char> zeros(
+        static_cast<size_t>(chunk) * sparse_tile_code_bytes(kernel) + 64, 0);
+    SparseActsCache own;
+    SparseActsCache& cache = a.sparse_acts != nullptr && m_rows == 1 ? *a.sparse_acts : own;
+    const SparseActs& acts = cache.acts;
+    for (int64_t m = 0; m < m_rows; ++m) {
+        const float* xr = f32_row_flat(x, m);
+        if (cache.data != xr || cache.k != k || m_rows > 1) {
+            build_sparse_acts(xr, k, cache.acts);
+            cache.data = xr;
+            cache.k = k;
+        }
+        float* y = f32_row_flat(out, m);
+        pool.parallel_for_dynamic(
+            tiles,
+            [&](int64_t begin, int64_t end) {
+                kernel.run(layout, k, n, acts, begin, end, zeros.data(), y);
+            },
+            chunk);
+        if (a.reads != nullptr) {
+            a.reads->bytes_read += sparse_bytes_read(kernel, n, acts);
+            a.reads->inputs += static_cast<uint64_t>(k);
+            a.reads->inputs_zero += static_cast<uint64_t>(acts.zero_inputs);
+        }
+    }
+}
+
 }  // namespace
 
 void run_matmul(const NodeArgs& a, ThreadPool& pool) {
@@ -131,6 +177,30 @@ void run_matmul(const NodeArgs& a, ThreadPool& pool) {
     const dwell_tensor& x = a.input(1);
     const dwell_tensor& out = a.output();
     const int64_t k = w.ne[0];
+    const uint64_t full =
+        static_cast<uint64_t>(dwell_row_bytes(w.dtype, k)) * static_cast<uint64_t>(w.ne[1]);
+    if (a.reads != nullptr) a.reads->matmuls += 1;
+    if (a.sparse_input && a.packed != nullptr && k % 32 == 0) {
+        if (const SparseKernel* sk = sparse_kernel(w.dtype)) {
+            if (a.reads != nullptr)
+                a.reads->bytes_dense += full * static_cast<uint64_t>(dwell_tensor_nrows(&x));
+            run_sparse(*sk, a, pool);
+            return;
+        }
+    }
+    if (a.reads != nullptr) {
+        // A dense kernel reads the whole weight once per call (the rows of
+        // a batch share it), whatever zeros its input holds.
+        a.reads->bytes_read += full;
+        a.reads->bytes_dense += full;
+        if (a.sparse_input) {
+            for (int64_t m = 0; m < dwell_tensor_nrows(&x); ++m) {
+                const float* r = f32_row_flat(x, m);
+                a.reads->inputs += static_cast<uint64_t>(k);
+                a.reads->inputs_zero += static_cast<uint64_t>(std::count(r, r + k, 0.0f));
+            }
+        }
+    }
     if (const GemmKernel* kernel = gemm_kernel(w.dtype);
         kernel != nullptr && k % kernel->k_multiple == 0) {
         run_blocked(*kernel, a, pool);

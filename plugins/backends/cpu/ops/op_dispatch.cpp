@@ -8,6 +8,7 @@
 #include "dwell/plugin.h"
 #include "ops/quantized_acts.hpp"
 #include "ops/tensor_access.hpp"
+#include "simd/sparse_matvec.hpp"
 
 namespace dwell::cpu {
 
@@ -77,9 +78,18 @@ constexpr KernelEntry kernel_for(int32_t op) {
             return {1, check_slice, run_slice, false};
         case DWELL_OP_GATED_DELTA_NET:
             return {6, check_gated_delta_net, run_gated_delta_net, false};
+        case DWELL_OP_SPARSIFY:
+            return {1, check_sparsify, run_sparsify, true};
         default:
             return {};
     }
+}
+
+// One past the last byte of t.
+const unsigned char* tensor_end(const dwell_tensor& t) {
+    uint64_t last = 0;
+    for (int d = 1; d < DWELL_MAX_DIMS; ++d) last += static_cast<uint64_t>(t.ne[d] - 1) * t.nb[d];
+    return static_cast<const unsigned char*>(t.data) + last + dwell_row_bytes(t.dtype, t.ne[0]);
 }
 
 // Enum fields are read as raw integers: a garbage value must be reported,
@@ -231,9 +241,22 @@ OpVerdict check_node(const dwell_graph* graph, int32_t node, bool need_data, Nod
 }
 
 OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_t n_ids,
-                        ThreadPool& pool, PackedWeights* packed) {
+                        ThreadPool& pool, PackedWeights* packed, WeightReadCounts* reads) {
     if (n_ids > 0 && node_ids == nullptr) return invalid("no node id array");
     QuantizedActs acts;
+    SparseActsCache sparse_acts;
+    // Tensors SPARSIFY writes: a matmul reading one may skip the weight
+    // columns of its zeros.
+    std::vector<bool> sparse;
+    if (graph != nullptr && graph->n_tensors > 0) {
+        for (int32_t n = 0; n < graph->n_nodes; ++n) {
+            const dwell_node* node = dwell_graph_node(graph, n);
+            if (node == nullptr || raw_enum(&node->op) != DWELL_OP_SPARSIFY) continue;
+            if (node->output < 0 || node->output >= graph->n_tensors) continue;
+            if (sparse.empty()) sparse.assign(static_cast<size_t>(graph->n_tensors), false);
+            sparse[static_cast<size_t>(node->output)] = true;
+        }
+    }
     // Tensors some node of the graph writes: their bytes change from call to
     // call, so a matmul must not keep a repacked copy of them.
     std::vector<bool> written;
@@ -251,6 +274,12 @@ OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_
         NodeArgs args;
         OpVerdict problem = check_node_impl(graph, id, true, &args);
         args.acts = &acts;
+        args.reads = reads;
+        args.sparse_acts = &sparse_acts;
+        if (!problem && !sparse.empty() && raw_enum(&args.node->op) == DWELL_OP_MATMUL) {
+            const int32_t x = args.node->inputs[1];
+            args.sparse_input = x >= 0 && x < graph->n_tensors && sparse[static_cast<size_t>(x)];
+        }
         if (!problem && !written.empty()) {
             const int32_t w = args.node->inputs[0];
             // A volatile weight's buffer holds another tensor next call.
@@ -262,7 +291,13 @@ OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_
             try {
                 kernel_for(raw_enum(&args.node->op)).run(args, pool);
                 for_each_written(graph, *args.node, [&](int32_t written_id) {
-                    acts.note_written(*dwell_graph_tensor(graph, written_id));
+                    const dwell_tensor& t = *dwell_graph_tensor(graph, written_id);
+                    acts.note_written(t);
+                    // Any write over the digested row voids it.
+                    const auto* row = static_cast<const unsigned char*>(sparse_acts.data);
+                    const auto* begin = static_cast<const unsigned char*>(t.data);
+                    if (row != nullptr && row + 4 * sparse_acts.k > begin && row < tensor_end(t))
+                        sparse_acts.data = nullptr;
                 });
             } catch (const KernelError& e) {
                 problem = OpProblem{e.status(), e.what()};

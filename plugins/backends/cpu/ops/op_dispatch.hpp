@@ -23,8 +23,10 @@ OpVerdict check_node(const dwell_graph* graph, int32_t node, bool need_data,
 
 // Runs graph->nodes[node_ids[i]] in order. Stops at the first failure and
 // returns it with a message naming the node index and op. Matmuls keep
-// their repacked weights in `packed` when given (else they repack per call).
+// their repacked weights in `packed` when given (else they repack per call)
+// and add what they read of weights to `reads` when given.
 OpVerdict compute_nodes(const dwell_graph* graph, const int32_t* node_ids, size_t n_ids,
-                        ThreadPool& pool, PackedWeights* packed = nullptr);
+                        ThreadPool& pool, PackedWeights* packed = nullptr,
+                        WeightReadCounts* reads = nullptr);
 
 }  // namespace dwell::cpu

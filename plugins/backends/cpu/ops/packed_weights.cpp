@@ -88,6 +88,13 @@ AlignedBytes pack_weight(const GemmKernel& kernel, const dwell_tensor& w, Thread
     return out;
 }
 
+void PackedWeights::note_copied(const dwell_tensor& w) const {
+    if (copied_ == nullptr) return;
+    const unsigned char* first = row_at(w, 0);
+    const unsigned char* last = row_at(w, w.ne[1] - 1) + dwell_row_bytes(w.dtype, w.ne[0]);
+    copied_(host_, first, static_cast<size_t>(last - first));
+}
+
 const unsigned char* PackedWeights::get(const GemmKernel& kernel, const dwell_tensor& w,
                                         ThreadPool& pool) {
     const uint64_t fp = fingerprint(w);
@@ -101,11 +108,41 @@ const unsigned char* PackedWeights::get(const GemmKernel& kernel, const dwell_te
         e.row_stride = w.nb[1];
         e.fingerprint = fp;
         e.size = packed_size(kernel, e.k, e.n);
-        if (copied_ != nullptr) {
-            const unsigned char* first = row_at(w, 0);
-            const unsigned char* last = row_at(w, w.ne[1] - 1) + dwell_row_bytes(w.dtype, w.ne[0]);
-            copied_(host_, first, static_cast<size_t>(last - first));
+        note_copied(w);
+    }
+    return e.data.get();
+}
+
+const unsigned char* PackedWeights::get_sparse(const SparseKernel& kernel, const dwell_tensor& w,
+                                               ThreadPool& pool) {
+    const uint64_t fp = fingerprint(w);
+    std::lock_guard lock(mutex_);
+    Entry& e = entries_[{w.data, &kernel}];
+    if (e.data == nullptr || e.k != w.ne[0] || e.n != w.ne[1] || e.row_stride != w.nb[1] ||
+        e.fingerprint != fp) {
+        const int64_t k = w.ne[0], n = w.ne[1];
+        const size_t size = sparse_layout_bytes(kernel, k, n);
+        e.data = make_aligned_bytes(size);
+        const int64_t tiles = sparse_padded_rows(kernel, n) / kernel.rows_per_tile;
+        unsigned char* out = e.data.get();
+        pool.parallel_for(tiles, [&](int64_t begin, int64_t end) {
+            sparse_pack_tiles(kernel, row_at(w, 0), static_cast<size_t>(w.nb[1]), k, n, begin, end,
+                              out);
+        });
+        e.k = k;
+        e.n = n;
+        e.row_stride = w.nb[1];
+        e.fingerprint = fp;
+        e.size = size;
+        // One layout per weight: drop the blocked copies a dense matmul made.
+        for (auto it = entries_.begin(); it != entries_.end();) {
+            if (it->first.first == w.data && it->first.second != &kernel) {
+                it = entries_.erase(it);
+            } else {
+                ++it;
+            }
         }
+        note_copied(w);
     }
     return e.data.get();
 }

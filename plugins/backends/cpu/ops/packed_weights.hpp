@@ -23,6 +23,7 @@
 #include "dwell/tensor.h"
 #include "host/thread_pool.hpp"
 #include "simd/gemm_kernel.hpp"
+#include "simd/sparse_matvec.hpp"
 
 namespace dwell::cpu {
 
@@ -53,6 +54,11 @@ public:
 
     // The packed form of w for kernel, packing it first if needed.
     const unsigned char* get(const GemmKernel& kernel, const dwell_tensor& w, ThreadPool& pool);
+    // The column layout of w for a sparse kernel (sparse_matvec.hpp), made
+    // first if needed. It replaces any blocked copy of w: a weight fed by
+    // SPARSIFY is kept once, in this layout.
+    const unsigned char* get_sparse(const SparseKernel& kernel, const dwell_tensor& w,
+                                    ThreadPool& pool);
 
     // Drops the packed copies of weights whose data start in
     // [data, data + bytes): the host no longer uses them.
@@ -74,7 +80,10 @@ private:
     CopiedFn copied_ = nullptr;
     void* host_ = nullptr;
     mutable std::mutex mutex_;
-    std::map<std::pair<const void*, const GemmKernel*>, Entry> entries_;
+    // Keyed by the weight's data and the kernel (a GemmKernel or a
+    // SparseKernel) whose layout the entry holds.
+    std::map<std::pair<const void*, const void*>, Entry> entries_;
+    void note_copied(const dwell_tensor& w) const;
 };
 
 }  // namespace dwell::cpu

@@ -39,11 +39,12 @@ public:
         return run(pool);
     }
     // With a repacked-weight cache, as the plugin runs graphs.
-    OpVerdict run(ThreadPool& pool, PackedWeights* packed = nullptr) {
+    OpVerdict run(ThreadPool& pool, PackedWeights* packed = nullptr,
+                  WeightReadCounts* reads = nullptr) {
         const dwell_graph g = graph();
         std::vector<int32_t> ids(n_nodes());
         for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-        return compute_nodes(&g, ids.data(), ids.size(), pool, packed);
+        return compute_nodes(&g, ids.data(), ids.size(), pool, packed, reads);
     }
     // Runs only the given nodes, in the given order.
     OpVerdict run_nodes(const std::vector<int32_t>& ids, unsigned threads = 1) {

@@ -49,6 +49,10 @@ struct ManifestDeviceMatch {
     std::vector<std::string> arch;              // "x86_64", "aarch64"
 };
 
+// The largest sparsity fraction a manifest or --sparsity may ask for: above
+// it almost nothing of a projection's input is left.
+inline constexpr double kMaxSparsity = 0.95;
+
 struct DWELL_CORE_API Manifest {
     std::filesystem::path source;  // file it came from ("<string>" if parsed)
     std::string name;              // [device] name
@@ -84,6 +88,12 @@ struct DWELL_CORE_API Manifest {
         // Pages kept for prompt prefixes after their sessions end; 0: off.
         uint64_t prefix_cache_bytes = uint64_t{256} << 20;
     } kv;
+    // [sparsity]: training-free activation sparsity at decode (graph.h
+    // SPARSIFY): the share of each projection input's entries zeroed per
+    // token, smallest magnitudes first; 0 (the default) is off.
+    struct Sparsity {
+        float fraction = 0.0f;
+    } sparsity;
     struct Plugins {
         std::vector<std::filesystem::path> search_paths;  // absolute, resolved against the file
         std::map<std::string, std::string> sha256;        // plugin name -> pinned hash

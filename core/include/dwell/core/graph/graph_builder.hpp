@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <span>
 #include <string>
@@ -53,6 +54,11 @@ public:
                std::span<const float> fparams = {});
     int32_t reshape(int32_t tensor, std::span<const int64_t> ne);
     void set_layer(int32_t layer) { layer_ = layer; }
+    // Activation sparsity (graph.h SPARSIFY): from now on, a MATMUL of a
+    // projection weight (not the token embeddings, the output head or a
+    // router) reads its input through a SPARSIFY zeroing `fraction` of each
+    // token's row, one SPARSIFY per distinct input. 0: off.
+    void set_sparsity(float fraction) { sparsity_ = fraction; }
     void set_output(int32_t tensor);
 
     const std::string& last_error() const { return last_error_; }
@@ -61,6 +67,7 @@ private:
     struct OpCheck;  // infer()'s rules, one member per op (graph_builder.cpp)
 
     const dwell_tensor& at(int32_t id, const char* what) const;
+    int32_t sparsify_input(int32_t weight, int32_t x);
     dwell_tensor infer(dwell_op op, std::span<const int32_t> in, std::span<const int32_t> ip) const;
 
     Graph& graph_;
@@ -68,6 +75,8 @@ private:
     CacheLookup caches_;
     StateLookup states_;
     int32_t layer_ = -1;
+    float sparsity_ = 0.0f;
+    std::map<int32_t, int32_t> sparsified_;              // input tensor -> its SPARSIFY output
     std::set<std::string, std::less<>> constant_names_;  // constant()'s, not the file's
     std::string last_error_;
     dwell_graph_builder c_{};

@@ -49,6 +49,7 @@ struct RuntimeOptions {
     std::optional<std::string> weights;             // overrides [memory] weights
     std::optional<uint64_t> weight_budget_bytes;    // overrides [memory] weight_budget_mb
     std::optional<int32_t> prefetch_layers;         // overrides [memory] prefetch_layers
+    std::optional<float> sparsity;                  // overrides [sparsity] fraction
     // Device detection for the manifest choice: a captured device tree
     // instead of "/", and a file of getprop output (--sysroot, --getprop).
     std::optional<std::filesystem::path> device_root;
