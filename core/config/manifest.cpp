@@ -433,10 +433,22 @@ private:
     }
 
     void parse_sparsity(const toml::table& t, Manifest& m) const {
-        check_keys(t, "[sparsity]", std::array{"fraction"});
+        check_keys(t, "[sparsity]", std::array{"fraction", "thresholds"});
         if (const toml::node* n = t.get("fraction")) {
             m.sparsity.fraction =
                 static_cast<float>(double_of(*n, "[sparsity] fraction", 0, kMaxSparsity));
+        }
+        if (const toml::node* n = t.get("thresholds")) {
+            const std::string s = string_of(*n, "[sparsity] thresholds");
+            if (s.empty()) fail(*n, "[sparsity] thresholds must not be empty");
+            std::filesystem::path p(s);
+            if (p.is_relative()) p = base_dir_ / p;
+            m.sparsity.thresholds = p.lexically_normal();
+            if (m.sparsity.fraction > 0.0f) {
+                fail(*n,
+                     "[sparsity] has both fraction and thresholds: keep one (thresholds are "
+                     "calibrated per input, fraction applies per token)");
+            }
         }
     }
 

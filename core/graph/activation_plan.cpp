@@ -68,6 +68,9 @@ ActivationPlan plan_activations(const Graph& graph, uint64_t alignment) {
     }
     if (graph.output >= 0)
         last_use[graph.storage_of(graph.output)] = n_nodes;  // read after the run
+    for (const int32_t t : graph.kept) {
+        if (t >= 0 && static_cast<size_t>(t) < n_tensors) last_use[graph.storage_of(t)] = n_nodes;
+    }
 
     ActivationPlan plan;
     plan.offset.assign(n_tensors, ActivationPlan::kNone);

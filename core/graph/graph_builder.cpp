@@ -730,7 +730,8 @@ int32_t GraphBuilder::op(dwell_op op, std::span<const int32_t> inputs,
                                     : " must be a fraction in [0, 1)"));
         }
     }
-    if (op == DWELL_OP_MATMUL && sparsity_ > 0.0f && inputs.size() == 2) {
+    if (op == DWELL_OP_MATMUL && (sparsity_ > 0.0f || thresholds_ || record_) &&
+        inputs.size() == 2) {
         const int32_t x = sparsify_input(inputs[0], inputs[1]);
         if (x != inputs[1]) {
             const int32_t both[2] = {inputs[0], x};
@@ -775,10 +776,26 @@ int32_t GraphBuilder::sparsify_input(int32_t weight, int32_t x) {
     if (producer >= 0 && graph_.nodes[static_cast<size_t>(producer)].op == DWELL_OP_SPARSIFY)
         return x;  // already sparse (the plugin's own, or ours)
     if (const auto it = sparsified_.find(x); it != sparsified_.end()) return it->second;
-    const int32_t mode[1] = {DWELL_SPARSIFY_FRACTION};
-    const float frac[1] = {sparsity_};
-    const int32_t in[1] = {x};
-    const int32_t y = op(DWELL_OP_SPARSIFY, in, mode, frac);
+    // The key: the first consumer's name, so q, k and v's shared input is
+    // "blk.N.attn_q" whichever order a plugin uses for the other two.
+    std::string key(name);
+    if (key.ends_with(".weight")) key.resize(key.size() - 7);
+    graph_.sparsity_inputs.emplace_back(x, key);
+    int32_t y = x;
+    if (record_) graph_.kept.push_back(x);
+    if (thresholds_) {
+        if (const auto it = thresholds_->find(key); it != thresholds_->end()) {
+            const int32_t mode[1] = {DWELL_SPARSIFY_THRESHOLD};
+            const float t[1] = {it->second};
+            const int32_t in[1] = {x};
+            y = op(DWELL_OP_SPARSIFY, in, mode, t);
+        }
+    } else if (sparsity_ > 0.0f) {
+        const int32_t mode[1] = {DWELL_SPARSIFY_FRACTION};
+        const float frac[1] = {sparsity_};
+        const int32_t in[1] = {x};
+        y = op(DWELL_OP_SPARSIFY, in, mode, frac);
+    }
     sparsified_[x] = y;
     return y;
 }

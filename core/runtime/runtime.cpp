@@ -50,6 +50,7 @@ struct Runtime::Impl {
     void start_thermal(const RuntimeOptions& options);
 
     Manifest manifest_;
+    std::optional<SparsityThresholds> thresholds_;
     std::string manifest_choice_;
     DeviceFacts device_facts_;
     std::vector<ManifestCandidate> manifest_candidates_;
@@ -105,7 +106,17 @@ Runtime::Impl::Impl(const Runtime* owner, const RuntimeOptions& options)
     if (options.weight_budget_bytes)
         manifest_.memory.weight_budget_bytes = *options.weight_budget_bytes;
     if (options.prefetch_layers) manifest_.memory.prefetch_layers = *options.prefetch_layers;
-    if (options.sparsity) manifest_.sparsity.fraction = *options.sparsity;
+    if (options.sparsity) {
+        manifest_.sparsity.fraction = *options.sparsity;
+        manifest_.sparsity.thresholds.clear();
+    }
+    if (options.sparsity_thresholds) {
+        manifest_.sparsity.thresholds = *options.sparsity_thresholds;
+        manifest_.sparsity.fraction = 0.0f;
+    }
+    // Read now, so a bad file fails before any model loads.
+    if (!manifest_.sparsity.thresholds.empty())
+        thresholds_ = read_sparsity_thresholds(manifest_.sparsity.thresholds);
     uint64_t budget = options.memory_budget_bytes.value_or(manifest_.memory.budget_bytes);
     pool_ = std::make_unique<MemoryPool>(manifest_.memory.page_size, budget);
     // The page space is address space only: as large as the budget, else
@@ -164,6 +175,10 @@ Runtime::Impl::~Impl() {
     thermal_.reset();
     // Contexts go before the libraries that implement them.
     backends_.clear();
+}
+
+const SparsityThresholds* Runtime::sparsity_thresholds() const {
+    return impl_->thresholds_ ? &*impl_->thresholds_ : nullptr;
 }
 
 const Manifest& Runtime::manifest() const {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "dwell/core/base/error.hpp"
 #include "dwell/core/base/format_bytes.hpp"
@@ -160,6 +161,51 @@ Session::Session(Runtime& runtime, std::shared_ptr<const Model> model,
         prefix_root_ = KvPrefixCache::child_key(prefix_root_, scope);
     }
     if (!state_.empty()) use_kv_only_where_attended();
+    sparsity_fraction_ = options.sparsity_fraction.value_or(runtime.manifest().sparsity.fraction);
+    thresholds_ = options.sparsity_thresholds;
+    if (!thresholds_ && !options.sparsity_fraction && runtime.sparsity_thresholds()) {
+        // The runtime outlives its sessions: borrowed, not owned.
+        thresholds_ = std::shared_ptr<const SparsityThresholds>(std::shared_ptr<void>(),
+                                                                runtime.sparsity_thresholds());
+    }
+    recorder_ = options.sparsity_recorder;
+    if (thresholds_) check_sparsity_thresholds();
+}
+
+std::vector<std::string> Session::sparsity_input_keys() const {
+    Graph graph;
+    build_step_graph(graph, 1, 1, /*record=*/true);
+    std::vector<std::string> keys;
+    for (const auto& [tensor, key] : graph.sparsity_inputs) keys.push_back(key);
+    return keys;
+}
+
+void Session::check_sparsity_thresholds() const {
+    const SparsityThresholds& t = *thresholds_;
+    const std::string fix = ": calibrate this model with dwell calibrate -m " +
+                            model_->path().string() + " -f TEXT --sparsity S -o FILE";
+    char fp[17];
+    std::snprintf(fp, sizeof fp, "%016llx",
+                  static_cast<unsigned long long>(session_weights_fingerprint(*model_)));
+    if (t.weights != fp) {
+        throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                    "the sparsity thresholds are for other weights (model '" + t.model +
+                        "', fingerprint " + t.weights + ", this one " + fp + ")" + fix);
+    }
+    const std::vector<std::string> keys = sparsity_input_keys();
+    for (const auto& [key, value] : t.values) {
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+            throw Error(DWELL_ERR_INVALID_ARGUMENT, "the sparsity thresholds name '" + key +
+                                                        "', no projection input of this model" +
+                                                        fix);
+        }
+    }
+    for (const std::string& key : keys) {
+        if (!t.values.contains(key)) {
+            throw Error(DWELL_ERR_INVALID_ARGUMENT,
+                        "the sparsity thresholds lack the model's input '" + key + "'" + fix);
+        }
+    }
 }
 
 void Session::use_kv_only_where_attended() {
@@ -223,6 +269,9 @@ std::unique_ptr<Session> Session::fork() const {
     copy->n_keep_ = n_keep_;
     copy->n_shifted_ = n_shifted_;
     copy->key_rope_ = key_rope_;
+    copy->sparsity_fraction_ = sparsity_fraction_;
+    copy->thresholds_ = thresholds_;
+    copy->recorder_ = recorder_;
     copy->state_.assign(state_.all());  // a state is per sequence: copied, never shared
     const std::span<const float> last = last_logits();
     copy->logits_.assign(last.begin(), last.end());
@@ -433,7 +482,7 @@ void Session::shift_for(size_t n_new) {
                  n_keep_, n_past_);
 }
 
-void Session::build_step_graph(Graph& graph, int32_t n_tokens, int32_t n_out) const {
+void Session::build_step_graph(Graph& graph, int32_t n_tokens, int32_t n_out, bool record) const {
     GraphBuilder builder(
         graph, [this](std::string_view name) { return model_->weight(name); },
         [this](int32_t layer, int32_t which) { return kv_.tensor(layer, which); },
@@ -442,7 +491,14 @@ void Session::build_step_graph(Graph& graph, int32_t n_tokens, int32_t n_out) co
     // inputs whether it was decoded alone or in a batch, so a perplexity run
     // (batched) measures what generation gets. Only a one-token step saves
     // weight reads (a batch reads each weight once for all its tokens).
-    builder.set_sparsity(runtime_.manifest().sparsity.fraction);
+    builder.set_sparsity_record(record || recorder_);
+    if (record) {
+        // dense: only the keys are wanted
+    } else if (thresholds_) {
+        builder.set_sparsity_thresholds(&thresholds_->values);
+    } else {
+        builder.set_sparsity(sparsity_fraction_);
+    }
     dwell_batch batch{sizeof(dwell_batch), n_tokens, n_out, static_cast<int32_t>(kv_.n_ctx())};
     model_->build_graph(builder, batch);
     if (graph.output < 0)
@@ -511,6 +567,13 @@ void Session::run_batch(std::span<const int32_t> tokens, bool all_logits) {
 
     scheduler_.run(graph, placement, model_->streamer());
     model_->check_file();
+    if (recorder_) {
+        for (const auto& [tensor, key] : graph.sparsity_inputs) {
+            const dwell_tensor& t = graph.slots[static_cast<size_t>(tensor)].tensor;
+            recorder_(key, std::span<const float>(static_cast<const float*>(t.data),
+                                                  static_cast<size_t>(dwell_tensor_nelements(&t))));
+        }
+    }
 
     const dwell_tensor& out = graph.slots[graph.output].tensor;
     const int64_t n_vocab = model_->info().n_vocab;

@@ -168,6 +168,12 @@ void add_reads(WeightReads& sum, const WeightReads& r) {
 // bytes per decoded token the kernels read (and would have read dense).
 nlohmann::json sparsity_json(const Runtime& runtime, const WeightReads& r, int64_t tokens) {
     nlohmann::json j = {{"fraction", runtime.manifest().sparsity.fraction}};
+    // Calibrated (--sparsity-thresholds): the file and the share it was
+    // calibrated for; `achieved` then says what the decoded text got.
+    if (const SparsityThresholds* t = runtime.sparsity_thresholds()) {
+        j["thresholds"] = runtime.manifest().sparsity.thresholds.string();
+        j["calibrated_for"] = t->sparsity;
+    }
     if (!r.counted) {
         j["measured"] = false;
         return j;
@@ -725,7 +731,15 @@ void print_table_report(const BenchArgs& a, const BenchFigures& f, const Runtime
     if (a.profile) print_profile_table(runtime, a.reps);
     if (streamer) print_weight_streaming(runtime, *streamer, decode_io, int64_t{a.reps} * a.n_gen);
     const nlohmann::json sp = sparsity_json(runtime, reads, int64_t{a.reps} * a.n_gen);
-    if (sp["measured"].get<bool>()) {
+    if (sp["measured"].get<bool>() && sp.contains("thresholds")) {
+        std::printf(
+            "sparsity calibrated for %.0f%% (%s), %.1f%% of projection inputs zero; weights "
+            "read per decoded token %s (dense %s)\n",
+            100.0 * sp["calibrated_for"].get<double>(), sp["thresholds"].get<std::string>().c_str(),
+            100.0 * sp["achieved"].get<double>(),
+            format_bytes(sp["weight_bytes_per_token"].get<uint64_t>()).c_str(),
+            format_bytes(sp["dense_weight_bytes_per_token"].get<uint64_t>()).c_str());
+    } else if (sp["measured"].get<bool>()) {
         std::printf(
             "sparsity %.0f%% asked, %.1f%% of projection inputs zero; weights read per "
             "decoded token %s (dense %s)\n",

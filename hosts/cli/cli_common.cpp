@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "dwell/core/base/error.hpp"
 #include "dwell/core/platform/output_file.hpp"
 #include "dwell/core/session/session_file.hpp"
 
@@ -21,7 +22,8 @@ void add_runtime_options(po::options_description& desc, CommonArgs& args) {
         ("weights", po::value(&args.weights), "weight residency: mmap, load or stream (overrides [memory] weights)")
         ("weight-budget", po::value(&args.weight_budget_mb), "stream: MiB of weights resident at once (overrides [memory] weight_budget_mb)")
         ("prefetch", po::value(&args.prefetch_layers), "stream: layers read ahead (overrides [memory] prefetch_layers)")
-        ("sparsity", po::value(&args.sparsity), "activation sparsity at decode: share of each projection input zeroed per token, smallest first, 0..0.95 (overrides [sparsity] fraction; 0: off)")
+        ("sparsity", po::value(&args.sparsity), "activation sparsity at decode: share of each projection input zeroed per token, smallest first, 0..0.95 (overrides [sparsity]; 0: off)")
+        ("sparsity-thresholds", po::value(&args.sparsity_thresholds), "activation sparsity with calibrated per-input thresholds from FILE (dwell calibrate; overrides [sparsity]; not with --sparsity)")
         ("strict", po::bool_switch(&args.strict), "fail instead of falling back to a lower-priority backend")
         ("sysroot", po::value(&args.sysroot), "detect the device from a captured tree (proc/, sys/, getprop.txt) instead of /")
         ("getprop", po::value(&args.getprop), "read Android properties from this file of getprop output")
@@ -97,6 +99,22 @@ RuntimeOptions runtime_options(const CommonArgs& args) {
                             " is out of range (a fraction 0..0.95 of each input zeroed; 0: off)");
         }
         o.sparsity = static_cast<float>(args.sparsity);
+    }
+    if (!args.sparsity_thresholds.empty()) {
+        if (args.sparsity != -1) {
+            throw po::error(
+                "--sparsity and --sparsity-thresholds are exclusive: a fraction per token or "
+                "calibrated thresholds, not both");
+        }
+        check_input_file({"--sparsity-thresholds", args.sparsity_thresholds},
+                         "write one with dwell calibrate");
+        // Read here too, so a malformed file is a bad option (exit 2).
+        try {
+            (void)read_sparsity_thresholds(args.sparsity_thresholds);
+        } catch (const Error& e) {
+            throw po::error(std::string("--sparsity-thresholds: ") + e.what());
+        }
+        o.sparsity_thresholds = args.sparsity_thresholds;
     }
     o.strict = args.strict;
     return o;

@@ -26,6 +26,7 @@ struct CommonArgs {
     std::string getprop;   // a file of getprop output
     std::string thermal;   // "on" / "off": overrides [thermal] enabled
     double sparsity = -1;  // -1: the manifest's [sparsity] fraction
+    std::string sparsity_thresholds;  // empty: the manifest's [sparsity] thresholds
 };
 
 // --manifest, --threads, --memory-budget, --strict, -v.
@@ -80,6 +81,7 @@ int synth_command(const std::vector<std::string>& args);
 int eval_command(const std::vector<std::string>& args);
 int convert_command(const std::vector<std::string>& args);
 int perplexity_command(const std::vector<std::string>& args);
+int calibrate_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
 
 }  // namespace dwell::cli

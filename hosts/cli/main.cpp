@@ -21,6 +21,7 @@ void usage(std::ostream& out) {
            "  eval        write the logits of every position of a token sequence\n"
            "  perplexity  measure a model's perplexity on a text file (as llama-perplexity)\n"
            "  bench       measure prefill and decode speed (as llama-bench's pp/tg tests)\n"
+           "  calibrate   measure per-input activation-sparsity thresholds on a text\n"
            "  chat        talk to a chat model in the terminal\n"
            "  serve       serve the OpenAI HTTP API (completions, chat, streaming)\n"
            "  devices     list plugins, devices and what the manifest selected\n"
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
         if (command == "convert") return dwell::cli::convert_command(args);
         if (command == "perplexity") return dwell::cli::perplexity_command(args);
         if (command == "bench") return dwell::cli::bench_command(args);
+        if (command == "calibrate") return dwell::cli::calibrate_command(args);
         std::cerr << "dwell: unknown command '" << dwell::printable_name(command) << "'\n";
         usage(std::cerr);
         return 2;

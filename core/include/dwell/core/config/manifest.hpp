@@ -91,8 +91,13 @@ struct DWELL_CORE_API Manifest {
     // [sparsity]: training-free activation sparsity at decode (graph.h
     // SPARSIFY): the share of each projection input's entries zeroed per
     // token, smallest magnitudes first; 0 (the default) is off.
+    // `thresholds` instead: a file of calibrated per-input thresholds
+    // (`dwell calibrate`, sparsity_thresholds.hpp), absolute, resolved
+    // against the manifest's folder; each input's entries below its
+    // threshold are zeroed. The two are exclusive.
     struct Sparsity {
         float fraction = 0.0f;
+        std::filesystem::path thresholds;  // empty: none
     } sparsity;
     struct Plugins {
         std::vector<std::filesystem::path> search_paths;  // absolute, resolved against the file

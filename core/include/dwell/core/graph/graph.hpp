@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dwell/graph.h"
@@ -42,6 +43,13 @@ public:
     std::vector<TensorSlot> slots;
     std::vector<dwell_node> nodes;
     int32_t output = -1;
+    // Each projection input the builder considered for sparsity (dense or
+    // not): the tensor and its key, the first consumer weight's name without
+    // ".weight" (sparsity_thresholds.hpp). In the order the plugin built them.
+    std::vector<std::pair<int32_t, std::string>> sparsity_inputs;
+    // Activations read after the run besides the output (kept alive by
+    // plan_activations): the inputs above when they are being recorded.
+    std::vector<int32_t> kept;
 
     int32_t add_tensor(const dwell_tensor& t, TensorRole role, const std::string& name);
     // The C view: tensor array rebuilt from slots (pointers to names stay valid

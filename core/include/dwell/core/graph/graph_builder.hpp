@@ -59,6 +59,16 @@ public:
     // router) reads its input through a SPARSIFY zeroing `fraction` of each
     // token's row, one SPARSIFY per distinct input. 0: off.
     void set_sparsity(float fraction) { sparsity_ = fraction; }
+    // Calibrated instead (sparsity_thresholds.hpp): the input keyed k gets a
+    // threshold-mode SPARSIFY with thresholds->at(k); an input without a key
+    // in the map stays dense. The map must outlive the builder; nullptr: off.
+    void set_sparsity_thresholds(const std::map<std::string, float>* thresholds) {
+        thresholds_ = thresholds;
+    }
+    // Recording (dwell calibrate): every projection input is listed in
+    // Graph::sparsity_inputs and Graph::kept (its values before any
+    // SPARSIFY), whether sparsified or not.
+    void set_sparsity_record(bool record) { record_ = record; }
     void set_output(int32_t tensor);
 
     const std::string& last_error() const { return last_error_; }
@@ -76,6 +86,8 @@ private:
     StateLookup states_;
     int32_t layer_ = -1;
     float sparsity_ = 0.0f;
+    const std::map<std::string, float>* thresholds_ = nullptr;
+    bool record_ = false;
     std::map<int32_t, int32_t> sparsified_;              // input tensor -> its SPARSIFY output
     std::set<std::string, std::less<>> constant_names_;  // constant()'s, not the file's
     std::string last_error_;

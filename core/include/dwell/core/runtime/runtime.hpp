@@ -25,6 +25,7 @@
 #include "dwell/core/backend/backend.hpp"
 #include "dwell/core/base/export.hpp"
 #include "dwell/core/config/manifest.hpp"
+#include "dwell/core/config/sparsity_thresholds.hpp"
 #include "dwell/core/memory/memory_pool.hpp"
 
 namespace dwell {
@@ -49,7 +50,10 @@ struct RuntimeOptions {
     std::optional<std::string> weights;             // overrides [memory] weights
     std::optional<uint64_t> weight_budget_bytes;    // overrides [memory] weight_budget_mb
     std::optional<int32_t> prefetch_layers;         // overrides [memory] prefetch_layers
+    // Either overrides the whole [sparsity] section: a fraction drops the
+    // manifest's thresholds file and a thresholds file its fraction.
     std::optional<float> sparsity;                  // overrides [sparsity] fraction
+    std::optional<std::filesystem::path> sparsity_thresholds;  // overrides [sparsity] thresholds
     // Device detection for the manifest choice: a captured device tree
     // instead of "/", and a file of getprop output (--sysroot, --getprop).
     std::optional<std::filesystem::path> device_root;
@@ -70,6 +74,9 @@ public:
     Runtime& operator=(const Runtime&) = delete;
 
     const Manifest& manifest() const;
+    // The calibrated thresholds of [sparsity] thresholds (or the option),
+    // read when the runtime was made; nullptr when none.
+    const SparsityThresholds* sparsity_thresholds() const;
     const std::string& manifest_choice() const;  // why this manifest
     // Filled when the manifest was chosen by detection (not --manifest).
     const DeviceFacts& device_facts() const;

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "dwell/core/base/export.hpp"
+#include "dwell/core/config/sparsity_thresholds.hpp"
 #include "dwell/core/kv/context_shift.hpp"
 #include "dwell/core/kv/kv_cache.hpp"
 #include "dwell/core/kv/recurrent_state.hpp"
@@ -54,6 +56,18 @@ struct SessionOptions {
     // key's prompts apart); 0 is the scope every session gets by default.
     uint64_t prefix_scope = 0;
     bool prefix_cache = true;  // false: this session neither adopts nor offers pages
+    // Activation sparsity other than the runtime's [sparsity] (dwell
+    // calibrate compares several on one loaded model): thresholds, when set,
+    // win over a fraction; neither: the runtime's. Calibrated thresholds are
+    // checked against the model when the session is made (every key one of
+    // its projection inputs, every input keyed, the weights' fingerprint).
+    std::optional<float> sparsity_fraction;
+    std::shared_ptr<const SparsityThresholds> sparsity_thresholds;
+    // Set: after each step this hears each projection input before its
+    // SPARSIFY (key as in sparsity_thresholds.hpp, the step's values, all
+    // its tokens' rows) in the order the graph computed them. Called on the
+    // thread that decodes; the span is valid for the call only.
+    std::function<void(const std::string& key, std::span<const float> values)> sparsity_recorder;
 };
 
 // What a host keeps in a session file beside the conversation itself.
@@ -147,6 +161,10 @@ public:
     const RecurrentState& recurrent_state() const { return state_; }
     // The logits of the last token decoded (empty before the first decode).
     std::span<const float> last_logits() const;
+    // The keys of the model's projection inputs (sparsity_thresholds.hpp),
+    // in the order a step computes them.
+    std::vector<std::string> sparsity_input_keys() const;
+
     // The placement of the first step, for the log and `dwell run -v`.
     const std::string& placement_summary() const { return placement_summary_; }
 
@@ -158,7 +176,9 @@ private:
     // Makes room for n_new tokens by dropping positions after n_keep_.
     void shift_for(size_t n_new);
     // Builds (without running) the graph of a step of n_tokens.
-    void build_step_graph(Graph& graph, int32_t n_tokens, int32_t n_out) const;
+    void build_step_graph(Graph& graph, int32_t n_tokens, int32_t n_out, bool record = false) const;
+    // Throws in one line when the calibrated thresholds do not fit the model.
+    void check_sparsity_thresholds() const;
     void run_batch(std::span<const int32_t> tokens, bool all_logits);
     void check_cancel() const;
     // Adopts cached pages for whole pages at the front of `tokens`; returns
@@ -191,6 +211,9 @@ private:
     // ended since the last publish_pages() (by n_past there).
     std::map<int32_t, std::vector<float>> boundary_states_;
     std::vector<float> logits_;
+    float sparsity_fraction_ = 0.0f;
+    std::shared_ptr<const SparsityThresholds> thresholds_;  // null: none
+    std::function<void(const std::string&, std::span<const float>)> recorder_;
     std::string placement_summary_;
     std::atomic<bool> cancelled_{false};
 };
