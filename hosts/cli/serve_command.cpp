@@ -266,6 +266,15 @@ int serve_command(const std::vector<std::string>& args) {
 
     Runtime runtime(runtime_options(parsed->common));
     auto model = Model::load(runtime, parsed->model_path, terminal_load_progress());
+    if (runtime.sparsity_thresholds()) {
+        // Sessions check the thresholds against the model when they are
+        // made: one small session refuses a wrong file first, in its own
+        // words (check_context_fits would blame --ctx).
+        SessionOptions probe;
+        probe.n_ctx = 8;
+        probe.prefix_cache = false;
+        Session check(runtime, model, probe);
+    }
     check_context_fits(runtime, model, so.n_ctx);
     server::OpenAiServer server(runtime, model, so);
     const int port = server.bind();
