@@ -23,7 +23,8 @@ namespace {
 
 int generate_text(StopSignals& stop, const RuntimeOptions& ro, const std::string& model_path,
                   const SessionOptions& so, const SamplerParams& sp, const std::string& prompt,
-                  int32_t n_predict, bool no_echo, bool interactive, int verbosity) {
+                  int32_t n_predict, bool no_echo, bool print_ids, bool interactive,
+                  int verbosity) {
     Runtime runtime(ro);
     auto model = Model::load(runtime, model_path, terminal_load_progress());
     Session session(runtime, model, so);
@@ -38,7 +39,7 @@ int generate_text(StopSignals& stop, const RuntimeOptions& ro, const std::string
     const std::vector<int32_t> ids = tok.encode(prompt, true);
     // The prompt is echoed once its evaluation succeeded, so an error is
     // never printed glued to it.
-    bool echoed = no_echo;
+    bool echoed = no_echo || print_ids;
     auto echo = [&] {
         if (echoed) return;
         std::fwrite(prompt.data(), 1, prompt.size(), stdout);
@@ -50,8 +51,17 @@ int generate_text(StopSignals& stop, const RuntimeOptions& ro, const std::string
     // The last token generate() hands out is not in the session yet: the
     // next line goes in after it, or the text would skip a token each turn.
     int32_t pending = -1;
+    bool first_id = true;
     const GenerationStats stats = generate(session, ids, n_predict, sampler, [&](int32_t token) {
         pending = token;
+        if (print_ids) {
+            // Ids, not text: runs compared token for token (a synthetic
+            // model's reserved tokens print as nothing).
+            std::fprintf(stdout, first_id ? "%d" : ",%d", token);
+            first_id = false;
+            std::fflush(stdout);
+            return true;
+        }
         echo();
         const std::string text = stream.push(token);
         std::fwrite(text.data(), 1, text.size(), stdout);
@@ -60,7 +70,7 @@ int generate_text(StopSignals& stop, const RuntimeOptions& ro, const std::string
     });
     if (stats.stopped_at_eos) pending = -1;  // its last token was fed before EOS came
     echo();
-    const std::string rest = stream.finish();
+    const std::string rest = print_ids ? std::string() : stream.finish();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
@@ -167,6 +177,7 @@ int run_command(const std::vector<std::string>& args) {
     std::string model_path, prompt, kv_type, ctx_full = "stop";
     int32_t n_predict = 128, n_ctx = 0, n_keep = 0;
     bool no_echo = false;
+    bool print_ids = false;
     bool interactive = false;
     SamplerParams sp;
     int64_t seed = -1;
@@ -188,6 +199,7 @@ int run_command(const std::vector<std::string>& args) {
         ("repeat-last-n", po::value(&sp.repeat_last_n)->default_value(64), "tokens the penalty looks back over")
         ("seed", po::value(&seed)->default_value(-1), "sampling seed (-1: random)")
         ("no-echo", po::bool_switch(&no_echo), "do not print the prompt before the generated text")
+        ("print-ids", po::bool_switch(&print_ids), "print the generated token ids, comma-separated, instead of text (to compare runs token for token)")
         ("interactive,i", po::bool_switch(&interactive), "then read lines from stdin, each continuing the text (up to -n tokens); /backend NAME prefers another selected backend from then on, /quit ends");
     // clang-format on
     add_runtime_options(desc, common);
@@ -200,6 +212,8 @@ int run_command(const std::vector<std::string>& args) {
     check_sampling(sp);
     check_seed(seed);
     check_ctx_full(ctx_full);
+    if (print_ids && interactive)
+        throw po::error("--print-ids is for one generation, not --interactive");
     if (n_keep < 0) throw po::error("--keep " + std::to_string(n_keep) + " must be >= 0");
     if (n_ctx > 0 && n_keep >= n_ctx) {
         throw po::error("--keep " + std::to_string(n_keep) + " must be below --ctx " +
@@ -217,8 +231,8 @@ int run_command(const std::vector<std::string>& args) {
     // destructors run: the thermal governor restores a devfreq cap it set.
     StopSignals stop({SIGINT, SIGTERM});
     try {
-        return generate_text(stop, ro, model_path, so, sp, prompt, n_predict, no_echo, interactive,
-                             common.verbosity);
+        return generate_text(stop, ro, model_path, so, sp, prompt, n_predict, no_echo, print_ids,
+                             interactive, common.verbosity);
     } catch (const Error& e) {
         if (e.status() != DWELL_ERR_CANCELLED || !stop.stopped_by()) throw;
         std::fputc('\n', stdout);

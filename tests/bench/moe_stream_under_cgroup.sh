@@ -126,14 +126,14 @@ ref=""
 ref_note="in memory"
 if python3 -c "import sys; sys.exit(0 if $avail > 1.1 * $file_bytes else 1)"; then
   drop_caches
-  ref=$("$dwell" run -m "$model" -p "$prompt" -n "$run_n" --temp 0 --no-echo 2>/dev/null)
+  ref=$("$dwell" run -m "$model" -p "$prompt" -n "$run_n" --temp 0 --print-ids 2>/dev/null)
 else
   ref_note="skipped: MemAvailable $avail < 1.1 x the file ($file_bytes)"
 fi
 
 # --- dwell, experts streamed under the limit ---------------------------------
 drop_caches
-in_cgroup "$dwell" run -m "$model" -p "$prompt" -n "$run_n" --temp 0 --no-echo --weights stream \
+in_cgroup "$dwell" run -m "$model" -p "$prompt" -n "$run_n" --temp 0 --print-ids --weights stream \
   --weight-budget "$budget_mb" -v
 run_rc=$rc
 run_peak_1=$run_peak

@@ -71,6 +71,39 @@ TEST(RunCommand, InteractiveLinesContinueAfterTheLastGeneratedToken) {
     EXPECT_EQ(r.out, want);
 }
 
+// --print-ids prints the ids a greedy generation through the library hands
+// out, comma-separated, and nothing of the prompt or the text.
+TEST(RunCommand, PrintIdsGivesTheGeneratedTokenIds) {
+    const auto model_path = dwell::test::model_path("stories260K.gguf");
+    if (model_path.empty()) GTEST_SKIP() << "stories260K.gguf not found in " << models_dir();
+    TempDir dir;
+    const auto manifest =
+        dir.write("cpu.toml", "[[backend]]\nplugin = \"cpu\"\n[cpu]\nthreads = 1\n");
+    const std::string prompt = "Tom had a red ball";
+    const int32_t n = 12;
+    RuntimeOptions o;
+    o.manifest = manifest;
+    Runtime runtime(o);
+    auto model = Model::load(runtime, model_path);
+    Session s(runtime, model);
+    SamplerParams sp;
+    sp.temperature = 0;
+    Sampler sampler(sp);
+    std::string want;
+    generate(s, model->tokenizer().encode(prompt, true), n, sampler, [&](int32_t t) {
+        want += (want.empty() ? "" : ",") + std::to_string(t);
+        return true;
+    });
+    const auto r =
+        run_dwell({"run", "-m", model_path.string(), "-p", prompt, "-n", std::to_string(n),
+                   "--temp", "0", "--manifest", manifest.string(), "--print-ids"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, want + "\n");
+    const auto both = run_dwell({"run", "-m", model_path.string(), "--print-ids", "-i"});
+    EXPECT_EQ(both.exit_code, 2) << both.err;
+    EXPECT_NE(both.err.find("--print-ids is for one generation"), std::string::npos) << both.err;
+}
+
 // --sparsity 0 is off: the same greedy tokens as without the flag, on the
 // real model; a sparsity that zeroes most inputs changes them (it is on).
 TEST(RunCommand, SparsityZeroGivesTheTokensOfNoSparsity) {
