@@ -43,7 +43,7 @@ if [ "$mode" = --tsan ]; then
   cmake --build "$build" --target dwell_integration_tests dwell_cpu_backend_tests dwell_core_tests \
     dwell-soak
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan.supp}
-  threaded='^(ThreadPool|CpuAffinity|Sessions|ThermalGovernorRuntime|Server|FaultInjection|StepIsolation|WeightStreamerTest|WeightResidency|Soak)\.'
+  threaded='^(ThreadPool|CpuAffinity|Sessions|ThermalGovernorRuntime|Server|FaultInjection|StepIsolation|WeightStreamerTest|WeightResidency|ExpertCacheTest|MoeStream|MoeStreamPack|Soak)\.'
   threaded+='|^CApi\.CancelFromAnotherThread|^PluginArchitecture\.(AFailedStep|GraphSplits)'
   "$root/scripts/ctest_with_skip_report.sh" "$build" -R "$threaded"
   exit 0
