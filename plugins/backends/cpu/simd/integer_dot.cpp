@@ -47,6 +47,14 @@ inline float k_block_dot(const uint8_t* codes, const uint8_t scales[DWELL_K_SCAL
 }  // namespace
 
 float dot_q4_0_q8_0(const void* row, const dwell_block_q8_0* x, int64_t n) {
+    return dot_kernels().q4_0_q8_0(row, x, n);
+}
+
+float dot_q8_0_q8_0(const void* row, const dwell_block_q8_0* x, int64_t n) {
+    return dot_kernels().q8_0_q8_0(row, x, n);
+}
+
+float dot_q4_0_q8_0_scalar(const void* row, const dwell_block_q8_0* x, int64_t n) {
     float sum = 0.0f;
     for (int64_t b = 0; b < n / DWELL_QK4_0; ++b) {
         const auto w = load_block<dwell_block_q4_0>(row, b);
@@ -72,7 +80,7 @@ float dot_q5_0_q8_0(const void* row, const dwell_block_q8_0* x, int64_t n) {
     return sum;
 }
 
-float dot_q8_0_q8_0(const void* row, const dwell_block_q8_0* x, int64_t n) {
+float dot_q8_0_q8_0_scalar(const void* row, const dwell_block_q8_0* x, int64_t n) {
     float sum = 0.0f;
     for (int64_t b = 0; b < n / DWELL_QK8_0; ++b) {
         const auto w = load_block<dwell_block_q8_0>(row, b);

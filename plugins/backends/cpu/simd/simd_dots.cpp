@@ -130,6 +130,8 @@ DotKernels dot_kernels_for(SimdLevel level) {
     k.q4_0_f32 = dot_q4_0_f32_scalar;
     k.q4_K_q8_K = dot_q4_K_q8_K_scalar;
     k.q6_K_q8_K = dot_q6_K_q8_K_scalar;
+    k.q4_0_q8_0 = dot_q4_0_q8_0_scalar;
+    k.q8_0_q8_0 = dot_q8_0_q8_0_scalar;
 #if defined(__x86_64__)
     if (level == SimdLevel::Avx2 || level == SimdLevel::Avx512) {
         k.level = level;
@@ -140,6 +142,8 @@ DotKernels dot_kernels_for(SimdLevel level) {
         k.q4_0_f32 = dot_q4_0_f32_avx2;
         k.q4_K_q8_K = dot_q4_K_q8_K_avx2;
         k.q6_K_q8_K = dot_q6_K_q8_K_avx2;
+        k.q4_0_q8_0 = dot_q4_0_q8_0_avx2;
+        k.q8_0_q8_0 = dot_q8_0_q8_0_avx2;
     }
     if (level == SimdLevel::Avx512) {
         // The quantized dots keep their AVX2 versions: matmuls of those

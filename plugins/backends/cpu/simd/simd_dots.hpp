@@ -38,6 +38,7 @@ bool simd_level_supported(SimdLevel level, const CpuFeatures& f);
 
 using DotF32Fn = float (*)(const void* row, const float* x, int64_t n);
 using DotQ8KFn = float (*)(const void* row, const ActBlockQ8_K* x, int64_t n);
+using DotQ80Fn = float (*)(const void* row, const dwell_block_q8_0* x, int64_t n);
 
 struct DotKernels {
     SimdLevel level = SimdLevel::Scalar;
@@ -48,6 +49,11 @@ struct DotKernels {
     DotF32Fn q4_0_f32 = nullptr;
     DotQ8KFn q4_K_q8_K = nullptr;
     DotQ8KFn q6_K_q8_K = nullptr;
+    // Q4_0 / Q8_0 rows against Q8_0 activations: the row dots of the
+    // shapes the blocked GEMM does not tile (EXPERT_MATMUL's rows). Exact
+    // int32 block sums and the scalar epilogue, so bit-identical to it.
+    DotQ80Fn q4_0_q8_0 = nullptr;
+    DotQ80Fn q8_0_q8_0 = nullptr;
 };
 
 // The best level the features allow (only levels that have kernels).
@@ -81,6 +87,8 @@ float dot_q8_0_f32_scalar(const void* row, const float* x, int64_t n);
 float dot_q4_0_f32_scalar(const void* row, const float* x, int64_t n);
 float dot_q4_K_q8_K_scalar(const void* row, const ActBlockQ8_K* x, int64_t n);
 float dot_q6_K_q8_K_scalar(const void* row, const ActBlockQ8_K* x, int64_t n);
+float dot_q4_0_q8_0_scalar(const void* row, const dwell_block_q8_0* x, int64_t n);
+float dot_q8_0_q8_0_scalar(const void* row, const dwell_block_q8_0* x, int64_t n);
 
 #if defined(__x86_64__)
 // simd_dots_avx2.cpp: need AVX2, FMA and F16C.
@@ -91,6 +99,8 @@ float dot_q8_0_f32_avx2(const void* row, const float* x, int64_t n);
 float dot_q4_0_f32_avx2(const void* row, const float* x, int64_t n);
 float dot_q4_K_q8_K_avx2(const void* row, const ActBlockQ8_K* x, int64_t n);
 float dot_q6_K_q8_K_avx2(const void* row, const ActBlockQ8_K* x, int64_t n);
+float dot_q4_0_q8_0_avx2(const void* row, const dwell_block_q8_0* x, int64_t n);
+float dot_q8_0_q8_0_avx2(const void* row, const dwell_block_q8_0* x, int64_t n);
 // simd_dots_avx512.cpp: need SimdLevel::Avx512.
 float dot_f32_f32_avx512(const void* row, const float* x, int64_t n);
 float dot_f16_f32_avx512(const void* row, const float* x, int64_t n);

@@ -239,12 +239,22 @@ const SparseKernel* sparse_kernel_for(dwell_dtype t, SimdLevel level) {
             k = sparse_kernel_avx2(t);
             break;
 #endif
+#if defined(__aarch64__)
+        case SimdLevel::NeonI8mm:
+        case SimdLevel::NeonDotprod:
+            // The i8mm level's dense Q4_0 / Q8_0 kernels round as the
+            // dotprod level's (gemm_kernel_neon.hpp: only the integer dot
+            // differs).
+            k = sparse_kernel_neon_dotprod(t);
+            break;
+#endif
+        case SimdLevel::Neon:
+            // The plain NEON level's dense Q4_0 / Q8_0 kernels are the
+            // scalar ones (gemm_kernel_for), so is its sparse kernel.
         case SimdLevel::Scalar:
             k = sparse_kernel_scalar(t);
             break;
         default:
-            // No NEON kernel yet: those levels' dense kernels round otherwise,
-            // so the scalar one would not match them bit for bit.
             break;
     }
     return k;

@@ -82,8 +82,8 @@ struct SparseKernel {
                 int64_t t1, const unsigned char* zeros, float* out);
 };
 
-// The kernel for dtype t at SIMD level `level`, or nullptr (Q4_0 at every
-// x86 level and scalar; Q8_0 at AVX-512 and scalar).
+// The kernel for dtype t (Q4_0 or Q8_0) at SIMD level `level` (every x86
+// and aarch64 level and scalar), or nullptr for other types.
 const SparseKernel* sparse_kernel_for(dwell_dtype t, SimdLevel level);
 // sparse_kernel_for(t, dot_kernels().level), honouring DWELL_CPU_SIMD.
 const SparseKernel* sparse_kernel(dwell_dtype t);
@@ -104,6 +104,10 @@ const SparseKernel* sparse_kernel_scalar(dwell_dtype t);
 #if defined(__x86_64__)
 const SparseKernel* sparse_kernel_avx2(dwell_dtype t);    // arch/x86/sparse_matvec_avx2.cpp
 const SparseKernel* sparse_kernel_avx512(dwell_dtype t);  // arch/x86/sparse_matvec_avx512.cpp
+#endif
+#if defined(__aarch64__)
+// arch/arm/sparse_matvec_neon_dotprod.cpp, for the dotprod and i8mm levels.
+const SparseKernel* sparse_kernel_neon_dotprod(dwell_dtype t);
 #endif
 
 }  // namespace dwell::cpu

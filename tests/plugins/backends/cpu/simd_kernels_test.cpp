@@ -163,6 +163,34 @@ void check_q8_K_dot(SimdLevel level, dwell_dtype t, DotQ8KFn DotKernels::*fn) {
     }
 }
 
+void check_q8_0_dot(SimdLevel level, dwell_dtype t, DotQ80Fn DotKernels::*fn) {
+    if (!level_supported(level)) GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
+    const DotKernels simd = dot_kernels_for(level);
+    const DotKernels scalar = dot_kernels_for(SimdLevel::Scalar);
+    uint32_t seed = 300;
+    for (int64_t blocks : kBlockCounts) {
+        const int64_t n = blocks * DWELL_QK8_0;
+        auto bytes = random_weight_rows(t, n, 1, seed++);
+        if (t == DWELL_Q8_0 && blocks > 1) {
+            // A hostile file's -128 codes, which a sign trick would get wrong.
+            auto* b1 = reinterpret_cast<dwell_block_q8_0*>(bytes.data()) + 1;
+            for (auto& q : b1->qs) q = -128;
+        }
+        const auto xf = random_floats(static_cast<size_t>(n), seed++, -4.0f, 3.0f);
+        ActivationRows acts(ActFormat::Q8_0, n, 1);
+        acts.set(0, xf.data());
+        const auto* x = static_cast<const dwell_block_q8_0*>(acts.row(0));
+        for (size_t off : kOffsets) {
+            OffsetBuffer row(bytes, off);
+            const float want = (scalar.*fn)(row.data(), x, n);
+            const float got = (simd.*fn)(row.data(), x, n);
+            EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+                << dwell_dtype_name(t) << " n=" << n << " offset=" << off << ": " << got << " vs "
+                << want;
+        }
+    }
+}
+
 // Extreme codes and activations: all-max nibbles against -128/127 bytes,
 // where a saturating 16-bit step would show.
 void check_k_quant_extremes(SimdLevel level) {
@@ -231,6 +259,14 @@ TEST_P(X86Levels, Q8_0) {
 
 TEST_P(X86Levels, Q4_0) {
     check_f32_dot(GetParam(), DWELL_Q4_0, DWELL_QK4_0, &DotKernels::q4_0_f32);
+}
+
+TEST_P(X86Levels, Q4_0ByQ8_0IsBitIdentical) {
+    check_q8_0_dot(GetParam(), DWELL_Q4_0, &DotKernels::q4_0_q8_0);
+}
+
+TEST_P(X86Levels, Q8_0ByQ8_0IsBitIdentical) {
+    check_q8_0_dot(GetParam(), DWELL_Q8_0, &DotKernels::q8_0_q8_0);
 }
 
 TEST_P(X86Levels, Q4_KIsBitIdentical) {
@@ -366,6 +402,8 @@ TEST(SimdKernels, EnvironmentSelectsLevel) {
     EXPECT_EQ(scalar.f16_f32, &dot_f16_f32_scalar);
     EXPECT_EQ(scalar.q4_K_q8_K, &dot_q4_K_q8_K_scalar);
     EXPECT_EQ(scalar.q6_K_q8_K, &dot_q6_K_q8_K_scalar);
+    EXPECT_EQ(scalar.q4_0_q8_0, &dot_q4_0_q8_0_scalar);
+    EXPECT_EQ(scalar.q8_0_q8_0, &dot_q8_0_q8_0_scalar);
 }
 
 // A value the CPU cannot honour is one line naming the variable, the values

@@ -237,6 +237,57 @@ float dot_q6_K_q8_K_avx2(const void* row, const ActBlockQ8_K* x, int64_t n) {
     return sum;
 }
 
+// Q4_0 rows: nibbles 0..15 times signed activations through maddubs (pairs
+// of at most 2 * 15 * 128, no saturation), less 8 * sum(x); both sums are
+// exact, and the epilogue is the scalar one, so the result is its twin.
+float dot_q4_0_q8_0_avx2(const void* row, const dwell_block_q8_0* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / DWELL_QK4_0; ++b) {
+        const unsigned char* block = p + b * sizeof(dwell_block_q4_0);
+        const __m128i q = _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(block + offsetof(dwell_block_q4_0, qs)));
+        const __m256i codes =
+            _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+        const __m256i qx = _mm256_madd_epi16(_mm256_maddubs_epi16(codes, xv), ones16);
+        const __m256i sx = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xv), ones16);
+        const int32_t sumi = hsum_i32(qx) - 8 * hsum_i32(sx);
+        uint16_t d;
+        std::memcpy(&d, block + offsetof(dwell_block_q4_0, d), sizeof d);
+        sum += static_cast<float>(sumi) * dwell_fp16_to_fp32(d) * dwell_fp16_to_fp32(x[b].d);
+    }
+    return sum;
+}
+
+// Q8_0 rows: both sides widened to 16 bits (no sign trick, so -128 codes in
+// a hostile file are exact too); the scalar epilogue.
+float dot_q8_0_q8_0_avx2(const void* row, const dwell_block_q8_0* x, int64_t n) {
+    const auto* p = static_cast<const unsigned char*>(row);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / DWELL_QK8_0; ++b) {
+        const unsigned char* block = p + b * sizeof(dwell_block_q8_0);
+        const unsigned char* qs = block + offsetof(dwell_block_q8_0, qs);
+        const __m256i w0 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+        const __m256i w1 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)));
+        const __m256i x0 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs)));
+        const __m256i x1 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs + 16)));
+        const int32_t sumi =
+            hsum_i32(_mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1)));
+        uint16_t d;
+        std::memcpy(&d, block + offsetof(dwell_block_q8_0, d), sizeof d);
+        sum += static_cast<float>(sumi) * (dwell_fp16_to_fp32(d) * dwell_fp16_to_fp32(x[b].d));
+    }
+    return sum;
+}
+
 }  // namespace dwell::cpu
 
 #endif  // defined(__x86_64__)

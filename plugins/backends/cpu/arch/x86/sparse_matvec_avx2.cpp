@@ -6,6 +6,12 @@
 // the dense AVX2 kernel's (q4_0_tile): acc = fma(float(isum), dw * dx, acc),
 // block by block.
 //
+// Q8_0 keeps its codes signed (offset_codes false), as the dense AVX2 Q8_0
+// kernel does: |w| is the unsigned operand and the input takes w's sign
+// (psignb), so a pair of products is at most 2 * 128 * 127, no saturation.
+// A tile's channel is 64 bytes, rows 0-31 then 32-63: the same accumulator
+// order as Q4_0's low and high nibbles.
+//
 // Compiled with -mavx2 -mfma -mf16c -ffp-contract=off (CMakeLists.txt).
 #if defined(__x86_64__)
 
@@ -52,9 +58,11 @@ struct Group {
 
 // The channel groups of block j: pointers at tile t0 and the four int8
 // inputs as one word. A last group of 1-3 channels reads zeros for the rest.
+template <bool Q8>
 int groups_of(const SparseBlock& blk, const unsigned char* base, size_t np, int64_t t0,
               const unsigned char* zeros, Group* g) {
-    const size_t col = np / 2;
+    constexpr size_t kTile = Q8 ? R : R / 2;
+    const size_t col = Q8 ? np : np / 2;
     const int ng = (blk.n + 3) / 4;
     for (int i = 0; i < ng; ++i) {
         uint32_t a4 = 0;
@@ -62,7 +70,7 @@ int groups_of(const SparseBlock& blk, const unsigned char* base, size_t np, int6
             const int e = 4 * i + c;
             if (e < blk.n) {
                 const int ch = blk.idx[e];
-                g[i].ch[c] = base + 2 * np + ch * col + static_cast<size_t>(t0) * (R / 2);
+                g[i].ch[c] = base + 2 * np + ch * col + static_cast<size_t>(t0) * kTile;
                 a4 |= static_cast<uint32_t>(static_cast<uint8_t>(blk.q[ch])) << (8 * c);
             } else {
                 g[i].ch[c] = zeros;
@@ -73,8 +81,11 @@ int groups_of(const SparseBlock& blk, const unsigned char* base, size_t np, int6
     return ng;
 }
 
+template <bool Q8>
 void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a, int64_t t0,
          int64_t t1, const unsigned char* zeros, float* out) {
+    constexpr size_t kTile = Q8 ? R : R / 2;
+    constexpr size_t kColumn = Q8 ? 34 : 18;
     const size_t np = static_cast<size_t>((n + R - 1) / R * R);
     const int64_t nt = t1 - t0;
     const int64_t nb = k / 32;
@@ -86,10 +97,10 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
     for (int64_t j = 0; j < nb; ++j) {
         const SparseBlock& blk = a.blocks[static_cast<size_t>(j)];
         if (blk.n == 0) continue;  // adds an exact zero to every row
-        const unsigned char* base = layout + j * 18 * np;
-        const int ng = groups_of(blk, base, np, t0, zeros, groups);
+        const unsigned char* base = layout + j * kColumn * np;
+        const int ng = groups_of<Q8>(blk, base, np, t0, zeros, groups);
         const __m256 dx = _mm256_set1_ps(blk.d);
-        const __m256i init = _mm256_set1_epi32(-8 * blk.qsum);
+        const __m256i init = _mm256_set1_epi32(Q8 ? 0 : -8 * blk.qsum);
         // Passes of up to kGroupsPerPass groups over all the tiles: each pass
         // streams a few channel ranges front to back (prefetcher-friendly),
         // the integer sums carried between passes in iacc; the last pass
@@ -102,10 +113,10 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
             for (int g = g0; g < g1; ++g)
                 for (int c = 0; c < 4; ++c)
                     for (int64_t t = 0; t < std::min<int64_t>(kAhead, nt); ++t)
-                        _mm_prefetch(reinterpret_cast<const char*>(groups[g].ch[c] + t * (R / 2)),
+                        _mm_prefetch(reinterpret_cast<const char*>(groups[g].ch[c] + t * kTile),
                                      _MM_HINT_T0);
             for (int64_t t = 0; t < nt; ++t) {
-                const size_t off = static_cast<size_t>(t) * (R / 2);
+                const size_t off = static_cast<size_t>(t) * kTile;
                 int32_t* ia = iacc.data() + t * R;
                 __m256i acc[8];
                 for (int m = 0; m < 8; ++m)
@@ -114,28 +125,43 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
                                  : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ia + 8 * m));
                 for (int g = g0; g < g1; ++g) {
                     const __m256i av = _mm256_set1_epi32(groups[g].a4);
-                    // Transposed as whole bytes (8 unpacks), then split: a
-                    // lane's low nibbles are its row's codes, its high ones
-                    // those of the row 32 on.
-                    __m256i v[4], tr[4];
-                    for (int c = 0; c < 4; ++c)
-                        v[c] = _mm256_loadu_si256(
-                            reinterpret_cast<const __m256i*>(groups[g].ch[c] + off));
                     // Each range kAhead tiles ahead: short streams, many
                     // at once, which the hardware alone follows too late.
                     if (t + kAhead < nt)
                         for (int c = 0; c < 4; ++c)
                             _mm_prefetch(reinterpret_cast<const char*>(groups[g].ch[c] + off +
-                                                                       kAhead * (R / 2)),
+                                                                       kAhead * kTile),
                                          _MM_HINT_T0);
-                    transpose4(v, tr);
-                    for (int q = 0; q < 4; ++q) {
-                        const __m256i lo = _mm256_and_si256(tr[q], low4);
-                        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(tr[q], 4), low4);
-                        acc[q] = _mm256_add_epi32(
-                            acc[q], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, av), ones));
-                        acc[4 + q] = _mm256_add_epi32(
-                            acc[4 + q], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, av), ones));
+                    __m256i v[4], tr[4];
+                    if constexpr (Q8) {
+                        for (int h = 0; h < 2; ++h) {
+                            for (int c = 0; c < 4; ++c)
+                                v[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                    groups[g].ch[c] + off + 32 * h));
+                            transpose4(v, tr);
+                            for (int q = 0; q < 4; ++q) {
+                                const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(tr[q]),
+                                                                       _mm256_sign_epi8(av, tr[q]));
+                                acc[4 * h + q] =
+                                    _mm256_add_epi32(acc[4 * h + q], _mm256_madd_epi16(p, ones));
+                            }
+                        }
+                    } else {
+                        // Transposed as whole bytes (8 unpacks), then split:
+                        // a lane's low nibbles are its row's codes, its high
+                        // ones those of the row 32 on.
+                        for (int c = 0; c < 4; ++c)
+                            v[c] = _mm256_loadu_si256(
+                                reinterpret_cast<const __m256i*>(groups[g].ch[c] + off));
+                        transpose4(v, tr);
+                        for (int q = 0; q < 4; ++q) {
+                            const __m256i lo = _mm256_and_si256(tr[q], low4);
+                            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(tr[q], 4), low4);
+                            acc[q] = _mm256_add_epi32(
+                                acc[q], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, av), ones));
+                            acc[4 + q] = _mm256_add_epi32(
+                                acc[4 + q], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, av), ones));
+                        }
                     }
                 }
                 if (!last) {
@@ -166,8 +192,9 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
 }  // namespace
 
 const SparseKernel* sparse_kernel_avx2(dwell_dtype t) {
-    static const SparseKernel q4_0{"q4_0/avx2", DWELL_Q4_0, R, false, slot_vrow, run};
-    return t == DWELL_Q4_0 ? &q4_0 : nullptr;
+    static const SparseKernel q4_0{"q4_0/avx2", DWELL_Q4_0, R, false, slot_vrow, run<false>};
+    static const SparseKernel q8_0{"q8_0/avx2", DWELL_Q8_0, R, false, slot_vrow, run<true>};
+    return t == DWELL_Q4_0 ? &q4_0 : t == DWELL_Q8_0 ? &q8_0 : nullptr;
 }
 
 }  // namespace dwell::cpu
