@@ -427,6 +427,11 @@ struct BenchArgs {
     CommonArgs common;
     std::string model_path, kv_type;
     int32_t n_prompt = 128, n_gen = 64, reps = 5, n_ctx = 0, depth = 0;
+    // "greedy": each decode feeds back the argmax; "random": ids from a
+    // fixed-seed stream, so a MoE's routing varies as over real text (a
+    // synthetic model's greedy text repeats one token, whose experts then
+    // stay cached and the storage reads vanish from the figures).
+    std::string decode_tokens = "greedy";
     bool json = false;
     bool profile = false;
 };
@@ -440,7 +445,8 @@ std::optional<BenchArgs> parse_bench_args(const std::vector<std::string>& args) 
     desc.add_options()
         ("model,m", po::value(&a.model_path)->required(), "model file (GGUF or dwell pack)")
         ("n-prompt,p", po::value(&a.n_prompt)->default_value(128), "prompt tokens decoded in one call (prefill)")
-        ("n-gen,n", po::value(&a.n_gen)->default_value(64), "tokens generated one at a time, greedily (decode)")
+        ("n-gen,n", po::value(&a.n_gen)->default_value(64), "tokens generated one at a time (decode)")
+        ("decode-tokens", po::value(&a.decode_tokens)->default_value("greedy"), "what each decode is fed: greedy (the last argmax) or random (ids from a fixed seed: varied MoE routing, the same on every run)")
         ("repetitions,r", po::value(&a.reps)->default_value(5), "timed repetitions, after one untimed warm-up")
         ("ctx,c", po::value(&a.n_ctx)->default_value(0), "context size (0: the model's)")
         ("depth,d", po::value(&a.depth)->default_value(0), "tokens already in the context when prefill and decode are timed")
@@ -459,6 +465,8 @@ std::optional<BenchArgs> parse_bench_args(const std::vector<std::string>& args) 
         throw po::error("--n-prompt " + std::to_string(a.n_prompt) + " must be >= 1");
     if (a.n_gen < 1) throw po::error("--n-gen " + std::to_string(a.n_gen) + " must be >= 1");
     if (a.reps < 1) throw po::error("--repetitions " + std::to_string(a.reps) + " must be >= 1");
+    if (a.decode_tokens != "greedy" && a.decode_tokens != "random")
+        throw po::error("--decode-tokens " + a.decode_tokens + " is not greedy or random");
     check_ctx(a.n_ctx);
     if (a.depth < 0) throw po::error("--depth " + std::to_string(a.depth) + " must be >= 0");
     return a;
@@ -529,13 +537,15 @@ void add_stream_delta(WeightStreamStats& sum, const WeightStreamStats& a,
     sum.experts_predictable += b.experts_predictable - a.experts_predictable;
 }
 
-// Prefill of the prompt, then n_gen greedy decodes, on `session`; the bar
+// Prefill of the prompt, then n_gen decodes (fed the argmax, or with
+// `random_ids` the next of those), on `session`; the bar
 // advances once per decode call. With `decode_io`, the weight reader's
 // work during the decodes is added to it.
 Repetition time_repetition(const Runtime& runtime, Session& session,
-                           const std::vector<int32_t>& prompt, int32_t n_gen, ProgressBar& bar,
-                           int64_t& done, const WeightStreamer* streamer,
-                           WeightStreamStats* decode_io, WeightReads* reads) {
+                           const std::vector<int32_t>& prompt, int32_t n_gen,
+                           const std::vector<int32_t>* random_ids, ProgressBar& bar, int64_t& done,
+                           const WeightStreamer* streamer, WeightStreamStats* decode_io,
+                           WeightReads* reads) {
     Repetition r;
     auto t0 = Clock::now();
     const std::span<const float> logits = session.decode(prompt);
@@ -548,7 +558,8 @@ Repetition time_repetition(const Runtime& runtime, Session& session,
     weight_reads(runtime, true);  // counts start with the decodes
     t0 = Clock::now();
     for (int32_t i = 0; i < n_gen; ++i) {
-        next = argmax(session.decode(std::span<const int32_t>(&next, 1)));
+        const int32_t fed = random_ids ? (*random_ids)[static_cast<size_t>(i)] : next;
+        next = argmax(session.decode(std::span<const int32_t>(&fed, 1)));
         bar.update(++done);
     }
     r.decode_seconds = seconds_since(t0);
@@ -574,13 +585,22 @@ Timings time_repetitions(const Runtime& runtime, const Session& base,
     Timings t;
     ProgressBar bar("bench", int64_t{a.reps + 1} * (a.n_gen + 1));
     int64_t done = 0;
+    // The same ids in every repetition: the warm-up and each timed run see
+    // the same routing, as greedy decoding would give them.
+    std::vector<int32_t> random_ids;
+    if (a.decode_tokens == "random") {
+        std::mt19937 rng(54321);
+        const auto n_vocab = static_cast<uint32_t>(base.model().info().n_vocab);
+        for (int32_t i = 0; i < a.n_gen; ++i)
+            random_ids.push_back(static_cast<int32_t>(rng() % n_vocab));
+    }
     for (int32_t rep = 0; rep <= a.reps; ++rep) {
         std::unique_ptr<Session> session = base.fork();
         if (rep == 1 && a.profile) backend_profile(runtime, true);  // after the warm-up
         // Repetition 0 warms caches and page tables.
-        const Repetition r =
-            time_repetition(runtime, *session, prompt, a.n_gen, bar, done, streamer,
-                            rep > 0 ? &t.decode_io : nullptr, rep > 0 ? &t.reads : nullptr);
+        const Repetition r = time_repetition(
+            runtime, *session, prompt, a.n_gen, random_ids.empty() ? nullptr : &random_ids, bar,
+            done, streamer, rep > 0 ? &t.decode_io : nullptr, rep > 0 ? &t.reads : nullptr);
         if (rep > 0) t.runs.push_back(r);
     }
     return t;
@@ -650,6 +670,7 @@ void print_json_report(const BenchArgs& a, const BenchFigures& f, const Runtime&
         {"depth", a.depth},
         {"n_prompt", a.n_prompt},
         {"n_gen", a.n_gen},
+        {"decode_tokens", a.decode_tokens},
         {"repetitions", a.reps},
         {"prefill_tokens_per_second", stats(f.pp)},
         {"decode_tokens_per_second", stats(f.tg)},

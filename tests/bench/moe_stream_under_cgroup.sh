@@ -18,13 +18,17 @@
 # 3. In a memory cgroup (v2 memory.max, else v1) whose limit is the weight
 #    budget (DWELL_BUDGET_FRACTION of the file, default 0.25) + 256 MiB:
 #    the same greedy run with --weights stream (tokens compared), then
-#    `dwell bench --json`; cgroup peak and OOM kills after each run.
+#    `dwell bench --json` twice: greedy decoding (a synthetic model's
+#    greedy text settles into a few tokens, whose experts then stay cached)
+#    and --decode-tokens random (ids from a fixed seed: varied routing, the
+#    storage reads of real text); cgroup peak and OOM kills after each run.
 # 4. llama-bench on the same GGUF in the same cgroup if
 #    $LLAMA_CPP_DIR/build/bin/llama-bench exists (decode only, DWELL_LLAMA_N
 #    tokens, stopped after DWELL_LLAMA_TIMEOUT s).
 #
-# Prints one JSON line per run and the roofline fraction:
-#   tok/s ÷ (read rate ÷ bytes read per token).
+# Prints one JSON line per bench run and the roofline fraction:
+#   tok/s ÷ (read rate ÷ bytes read per token)
+# (null where nothing was read).
 # Needs root (cgroup creation). DWELL_BUILD_DIR, DWELL_BENCH_N (16),
 # DWELL_BENCH_R (2), DWELL_RUN_N (32, tokens of the greedy comparison).
 set -euo pipefail
@@ -146,15 +150,16 @@ fi
 [ "$rc" = 0 ] || { echo "dwell run failed under the limit:" >&2; tail -3 "$err" >&2; }
 plan=$(grep -E '^(weights: experts|experts:)' "$err" | tr '\n' ' ' || true)
 
+for decode in greedy random; do
 drop_caches
 in_cgroup "$dwell" bench -m "$model" -p 16 -n "$n_gen" -r "$reps" --json --weights stream \
-  --weight-budget "$budget_mb"
+  --weight-budget "$budget_mb" --decode-tokens "$decode"
 if [ "$rc" = 0 ]; then bench=$(cat "$out"); else bench=null; tail -3 "$err" >&2; fi
 python3 - "$bench" "$plan" <<EOF
 import json, sys
 bench, plan = json.loads(sys.argv[1]), sys.argv[2]
 read_bps = $read_bps
-out = {"runtime": "dwell", "model": "$model", "file_bytes": $file_bytes, "limit_bytes": $limit,
+out = {"runtime": "dwell", "decode_tokens": "$decode", "model": "$model", "file_bytes": $file_bytes, "limit_bytes": $limit,
        "weight_budget_mib": $budget_mb, "reference": "$ref_note",
        "tokens_identical_to_in_memory": $( [ "$same" = null ] && echo None || { [ "$same" = true ] && echo True || echo False; } ),
        "run_exit": $run_rc, "run_cgroup_peak_bytes": $run_peak_1, "run_oom_kills": $run_ooms_1,
@@ -171,6 +176,7 @@ if bench:
                 "compute_ms_per_token": w["compute_ms_per_token"]})
 print(json.dumps(out))
 EOF
+done
 
 llama=${LLAMA_CPP_DIR:-}/build/bin/llama-bench
 if [ -n "${LLAMA_CPP_DIR:-}" ] && [ -x "$llama" ]; then

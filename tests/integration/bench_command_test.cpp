@@ -96,6 +96,53 @@ TEST(BenchCommand, ReportsSparsityAndTheWeightBytesRead) {
               off.at("weight_bytes_per_token").get<uint64_t>() * 85 / 100);
 }
 
+// --decode-tokens random feeds a fixed-seed stream of ids: a synthetic MoE
+// streamed through an expert cache smaller than its experts misses far
+// more than with greedy decoding, whose text settles into a few tokens
+// (the reason for the option: with greedy text the cache holds the whole
+// working set and storage drops out of the figures); and the same command
+// gives the same hit counts again (the stream does not depend on the run,
+// the cache's policy not on read timing).
+TEST(BenchCommand, RandomDecodeTokensVaryAMoesRouting) {
+    TempDir dir;
+    SyntheticModelSpec spec;
+    spec.family = SyntheticFamily::qwen3moe;
+    spec.n_embd = 256;
+    spec.n_layer = 4;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 512;
+    spec.n_vocab = 512;
+    spec.n_ctx = 128;
+    spec.n_expert = 16;
+    spec.n_expert_used = 4;
+    spec.dtype = DWELL_Q4_0;
+    const fs::path model = dir.path() / "moe.gguf";
+    write_synthetic_model(spec, model);
+    auto experts = [&](const char* decode) {
+        // 6 MiB: the shared weights (808 KiB) and about 23 of the 64 experts
+        // (228 KiB each).
+        const auto r = run_dwell({"bench", "-m", model.string(), "-p", "4", "-n", "16", "-r", "1",
+                                  "--threads", "1", "--json", "--weights", "stream",
+                                  "--weight-budget", "6", "--decode-tokens", decode});
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        EXPECT_EQ(j.at("decode_tokens").get<std::string>(), decode);
+        return j.at("weights").at("experts");
+    };
+    const nlohmann::json a = experts("random"), b = experts("random"), g = experts("greedy");
+    ASSERT_LT(a.at("cache_slots").get<int>(), 64) << a.dump();
+    EXPECT_GT(a.at("misses_per_token").get<double>(), 1.5 * g.at("misses_per_token").get<double>())
+        << a.dump() << "\n"
+        << g.dump();
+    EXPECT_GT(a.at("bytes_read_per_token").get<uint64_t>(),
+              g.at("bytes_read_per_token").get<uint64_t>());
+    // Counts, not bytes: whether a dropped prefetch had started its read
+    // (and so read its bytes) does depend on timing.
+    for (const char* key : {"needed", "hits", "prefetch_hits", "misses", "prefetches"})
+        EXPECT_EQ(a.at("cumulative").at(key), b.at("cumulative").at(key)) << key;
+}
+
 TEST(BenchCommand, BadOptionsGiveOneLineErrors) {
     TempDir dir;
     const fs::path model = write_small_model(dir);
@@ -106,6 +153,7 @@ TEST(BenchCommand, BadOptionsGiveOneLineErrors) {
         {"-p", "100", "-n", "40"},  // 141 > the model's context of 128
         {"-p", "8", "--ctx", "8"},
         {"--kv-type", "q4"},
+        {"--decode-tokens", "sampled"},
     };
     for (const auto& extra : cases) {
         std::vector<std::string> args = {"bench", "-m", model.string()};
