@@ -136,6 +136,38 @@ void sparse_pack_tiles(const SparseKernel& kern, const void* w, size_t row_bytes
     }
 }
 
+int sparse_groups(const SparseBlock& blk, const unsigned char* column, size_t np,
+                  size_t channel_bytes, size_t tile_code_bytes, int64_t t0,
+                  const unsigned char* zeros, SparseGroup* g) {
+    const int ng = (blk.n + 3) / 4;
+    for (int i = 0; i < ng; ++i) {
+        uint32_t a4 = 0;
+        for (int c = 0; c < 4; ++c) {
+            const int e = 4 * i + c;
+            if (e < blk.n) {
+                const int ch = blk.idx[e];
+                g[i].ch[c] = column + 2 * np + ch * channel_bytes +
+                             static_cast<size_t>(t0) * tile_code_bytes;
+                a4 |= static_cast<uint32_t>(static_cast<uint8_t>(blk.q[ch])) << (8 * c);
+            } else {
+                g[i].ch[c] = zeros;
+            }
+        }
+        g[i].a4 = static_cast<int32_t>(a4);
+    }
+    return ng;
+}
+
+void sparse_store_rows(const float* acc, int64_t t0, int64_t nt, int R, int (*slot_vrow)(int),
+                       int64_t n, float* out) {
+    for (int64_t t = 0; t < nt; ++t) {
+        for (int s = 0; s < R; ++s) {
+            const int64_t row = (t0 + t) * R + slot_vrow(s);
+            if (row < n) out[row] = acc[static_cast<size_t>(t * R + s)];
+        }
+    }
+}
+
 uint64_t sparse_bytes_read(const SparseKernel& kern, int64_t n, const SparseActs& a) {
     const auto np = static_cast<uint64_t>(sparse_padded_rows(kern, n));
     const uint64_t per_channel = kern.weight == DWELL_Q8_0 ? np : np / 2;

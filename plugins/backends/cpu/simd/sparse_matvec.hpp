@@ -100,6 +100,28 @@ void sparse_pack_tiles(const SparseKernel& kern, const void* w, size_t row_bytes
 // of active channels.
 uint64_t sparse_bytes_read(const SparseKernel& kern, int64_t n, const SparseActs& a);
 
+// What the SIMD kernels share (portable code, called once per block or per
+// call, so no ISA-specific copy is needed):
+//
+// Four non-zero channels of one block: where each one's codes for tile t0
+// start, and their four int8 inputs as one little-endian word.
+struct SparseGroup {
+    const unsigned char* ch[4];
+    int32_t a4;
+};
+// The groups of block `blk` whose block column starts at `column` (np
+// padded rows: the scales, then 32 channels of `channel_bytes`), for tiles
+// from t0 (a channel's tile is `tile_code_bytes`); a last group of 1-3
+// channels points the rest at `zeros`, with input 0. Returns the count
+// (<= 8).
+int sparse_groups(const SparseBlock& blk, const unsigned char* column, size_t np,
+                  size_t channel_bytes, size_t tile_code_bytes, int64_t t0,
+                  const unsigned char* zeros, SparseGroup* g);
+// Writes out[row] for the rows of tiles [t0, t0 + nt) below n from `acc`
+// (R floats per tile in accumulator order).
+void sparse_store_rows(const float* acc, int64_t t0, int64_t nt, int R, int (*slot_vrow)(int),
+                       int64_t n, float* out);
+
 const SparseKernel* sparse_kernel_scalar(dwell_dtype t);
 #if defined(__x86_64__)
 const SparseKernel* sparse_kernel_avx2(dwell_dtype t);    // arch/x86/sparse_matvec_avx2.cpp

@@ -56,41 +56,25 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
     const int64_t nt = t1 - t0;
     std::vector<float> facc(static_cast<size_t>(nt) * R, 0.0f);
     const uint8x16_t low4 = vdupq_n_u8(0x0f);
-    const unsigned char* ch[32];
-    int32_t a4[8];
+    SparseGroup groups[8];
     for (int64_t j = 0; j < k / 32; ++j) {
         const SparseBlock& blk = a.blocks[static_cast<size_t>(j)];
         if (blk.n == 0) continue;
         const unsigned char* base = layout + static_cast<size_t>(j) * kColumn * np;
-        // A last group of 1-3 channels reads zeros for the rest (input 0).
-        const int ng = (blk.n + 3) / 4;
-        for (int g = 0; g < ng; ++g) {
-            uint32_t w = 0;
-            for (int c = 0; c < 4; ++c) {
-                const int e = 4 * g + c;
-                if (e < blk.n) {
-                    const int chan = blk.idx[e];
-                    ch[e] = base + 2 * np + chan * col + static_cast<size_t>(t0) * kTile;
-                    w |= static_cast<uint32_t>(static_cast<uint8_t>(blk.q[chan])) << (8 * c);
-                } else {
-                    ch[e] = zeros;
-                }
-            }
-            a4[g] = static_cast<int32_t>(w);
-        }
+        const int ng = sparse_groups(blk, base, np, col, kTile, t0, zeros, groups);
         const int32x4_t init = vdupq_n_s32(Q8 ? 0 : -8 * blk.qsum);
         for (int64_t t = 0; t < nt; ++t) {
             const size_t off = static_cast<size_t>(t) * kTile;
             int32x4_t acc[8];
             for (auto& v : acc) v = init;
             for (int g = 0; g < ng; ++g) {
-                const int8x16_t av = vreinterpretq_s8_s32(vdupq_n_s32(a4[g]));
+                const int8x16_t av = vreinterpretq_s8_s32(vdupq_n_s32(groups[g].a4));
                 for (size_t h = 0; h < (Q8 ? 2 : 1); ++h) {
                     uint8x16_t v[4], tr[4];
                     for (int c = 0; c < 4; ++c) {
-                        v[c] = vld1q_u8(ch[4 * g + c] + off + 16 * h);
+                        v[c] = vld1q_u8(groups[g].ch[c] + off + 16 * h);
                         // Four tiles ahead in each of the short streams.
-                        if (t + 4 < nt) __builtin_prefetch(ch[4 * g + c] + off + 4 * kTile);
+                        if (t + 4 < nt) __builtin_prefetch(groups[g].ch[c] + off + 4 * kTile);
                     }
                     transpose4(v, tr);
                     for (int q = 0; q < 4; ++q) {
@@ -119,11 +103,7 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
             }
         }
     }
-    for (int64_t t = 0; t < nt; ++t)
-        for (int s = 0; s < R; ++s) {
-            const int64_t row = (t0 + t) * R + s;
-            if (row < n) out[row] = facc[static_cast<size_t>(t * R + s)];
-        }
+    sparse_store_rows(facc.data(), t0, nt, R, slot_vrow, n, out);
 }
 
 }  // namespace

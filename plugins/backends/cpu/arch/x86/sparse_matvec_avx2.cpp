@@ -51,36 +51,6 @@ inline void transpose4(const __m256i (&x)[4], __m256i (&t)[4]) {
     t[3] = _mm256_unpackhi_epi16(b, d);
 }
 
-struct Group {
-    const unsigned char* ch[4];
-    int32_t a4;
-};
-
-// The channel groups of block j: pointers at tile t0 and the four int8
-// inputs as one word. A last group of 1-3 channels reads zeros for the rest.
-template <bool Q8>
-int groups_of(const SparseBlock& blk, const unsigned char* base, size_t np, int64_t t0,
-              const unsigned char* zeros, Group* g) {
-    constexpr size_t kTile = Q8 ? R : R / 2;
-    const size_t col = Q8 ? np : np / 2;
-    const int ng = (blk.n + 3) / 4;
-    for (int i = 0; i < ng; ++i) {
-        uint32_t a4 = 0;
-        for (int c = 0; c < 4; ++c) {
-            const int e = 4 * i + c;
-            if (e < blk.n) {
-                const int ch = blk.idx[e];
-                g[i].ch[c] = base + 2 * np + ch * col + static_cast<size_t>(t0) * kTile;
-                a4 |= static_cast<uint32_t>(static_cast<uint8_t>(blk.q[ch])) << (8 * c);
-            } else {
-                g[i].ch[c] = zeros;
-            }
-        }
-        g[i].a4 = static_cast<int32_t>(a4);
-    }
-    return ng;
-}
-
 template <bool Q8>
 void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a, int64_t t0,
          int64_t t1, const unsigned char* zeros, float* out) {
@@ -93,12 +63,12 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i ones = _mm256_set1_epi16(1);
     std::vector<int32_t> iacc(static_cast<size_t>(nt) * R);
-    Group groups[8];
+    SparseGroup groups[8];
     for (int64_t j = 0; j < nb; ++j) {
         const SparseBlock& blk = a.blocks[static_cast<size_t>(j)];
         if (blk.n == 0) continue;  // adds an exact zero to every row
         const unsigned char* base = layout + j * kColumn * np;
-        const int ng = groups_of<Q8>(blk, base, np, t0, zeros, groups);
+        const int ng = sparse_groups(blk, base, np, Q8 ? np : np / 2, kTile, t0, zeros, groups);
         const __m256 dx = _mm256_set1_ps(blk.d);
         const __m256i init = _mm256_set1_epi32(Q8 ? 0 : -8 * blk.qsum);
         // Passes of up to kGroupsPerPass groups over all the tiles: each pass
@@ -181,12 +151,7 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
             }
         }
     }
-    for (int64_t t = 0; t < nt; ++t) {
-        for (int s = 0; s < R; ++s) {
-            const int64_t row = (t0 + t) * R + slot_vrow(s);
-            if (row < n) out[row] = facc[static_cast<size_t>(t * R + s)];
-        }
-    }
+    sparse_store_rows(facc.data(), t0, nt, R, slot_vrow, n, out);
 }
 
 }  // namespace

@@ -56,34 +56,6 @@ inline void transpose4(const __m512i (&x)[4], __m512i (&t)[4]) {
     t[3] = _mm512_unpackhi_epi16(b, d);
 }
 
-struct Group {
-    const unsigned char* ch[4];
-    int32_t a4;
-};
-
-// The channel groups of block j: pointers at tile t0 and the four int8
-// inputs as one word. A last group of 1-3 channels reads zeros for the rest.
-int groups_of(const SparseBlock& blk, const unsigned char* base, size_t np, size_t tcb, int64_t t0,
-              const unsigned char* zeros, Group* g) {
-    const size_t col = np / R * tcb;
-    const int ng = (blk.n + 3) / 4;
-    for (int i = 0; i < ng; ++i) {
-        uint32_t a4 = 0;
-        for (int c = 0; c < 4; ++c) {
-            const int e = 4 * i + c;
-            if (e < blk.n) {
-                const int ch = blk.idx[e];
-                g[i].ch[c] = base + 2 * np + ch * col + static_cast<size_t>(t0) * tcb;
-                a4 |= static_cast<uint32_t>(static_cast<uint8_t>(blk.q[ch])) << (8 * c);
-            } else {
-                g[i].ch[c] = zeros;
-            }
-        }
-        g[i].a4 = static_cast<int32_t>(a4);
-    }
-    return ng;
-}
-
 // Q8: one byte per code (stored w + 128, the offset taken off through
 // -128 * qsum), a channel's tile two 64-byte halves; else Q4_0 nibbles.
 template <bool Q8>
@@ -96,12 +68,12 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
     std::vector<float> facc(static_cast<size_t>(nt) * R, 0.0f);
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     std::vector<int32_t> iacc(static_cast<size_t>(nt) * R);
-    Group groups[8];
+    SparseGroup groups[8];
     for (int64_t j = 0; j < nb; ++j) {
         const SparseBlock& blk = a.blocks[static_cast<size_t>(j)];
         if (blk.n == 0) continue;  // adds an exact zero to every row
         const unsigned char* base = layout + j * (2 * np + 32 * (np / R) * kTcb);
-        const int ng = groups_of(blk, base, np, kTcb, t0, zeros, groups);
+        const int ng = sparse_groups(blk, base, np, np / R * kTcb, kTcb, t0, zeros, groups);
         const __m512 dx = _mm512_set1_ps(blk.d);
         const __m512i init = _mm512_set1_epi32((Q8 ? -128 : -8) * blk.qsum);
         // Passes of up to kGroupsPerPass groups over all the tiles: each pass
@@ -175,12 +147,7 @@ void run(const unsigned char* layout, int64_t k, int64_t n, const SparseActs& a,
             }
         }
     }
-    for (int64_t t = 0; t < nt; ++t) {
-        for (int s = 0; s < R; ++s) {
-            const int64_t row = (t0 + t) * R + slot_vrow(s);
-            if (row < n) out[row] = facc[static_cast<size_t>(t * R + s)];
-        }
-    }
+    sparse_store_rows(facc.data(), t0, nt, R, slot_vrow, n, out);
 }
 
 }  // namespace
