@@ -137,21 +137,27 @@ void check_element_dot_at_page_end(SimdLevel level, dwell_dtype t, DotF32Fn DotK
     munmap(map, 4 * page);
 }
 
-void check_q8_K_dot(SimdLevel level, dwell_dtype t, DotQ8KFn DotKernels::*fn) {
-    if (!level_supported(level)) {
-        GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
-    }
+// One dot kernel of `level` against the scalar one, bit for bit: random
+// rows of type t over kBlockCounts blocks of `qk` values at every offset,
+// wide-range activations (some blocks at the int8 extremes) in `format`.
+template <typename ActBlock, typename Fn>
+void check_dot(SimdLevel level, dwell_dtype t, Fn DotKernels::*fn, int64_t qk, ActFormat format,
+               uint32_t seed) {
+    if (!level_supported(level)) GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
     const DotKernels simd = dot_kernels_for(level);
     const DotKernels scalar = dot_kernels_for(SimdLevel::Scalar);
-    uint32_t seed = 100;
     for (int64_t blocks : kBlockCounts) {
-        const int64_t n = blocks * DWELL_QK_K;
-        const auto bytes = random_weight_rows(t, n, 1, seed++);
-        // Wide-range activations so some blocks hit the int8 extremes.
+        const int64_t n = blocks * qk;
+        auto bytes = random_weight_rows(t, n, 1, seed++);
+        if (t == DWELL_Q8_0 && blocks > 1) {
+            // A hostile file's -128 codes, which a sign trick would get wrong.
+            auto* b1 = reinterpret_cast<dwell_block_q8_0*>(bytes.data()) + 1;
+            for (auto& q : b1->qs) q = -128;
+        }
         const auto xf = random_floats(static_cast<size_t>(n), seed++, -4.0f, 3.0f);
-        ActivationRows acts(ActFormat::Q8_K, n, 1);
+        ActivationRows acts(format, n, 1);
         acts.set(0, xf.data());
-        const auto* x = static_cast<const ActBlockQ8_K*>(acts.row(0));
+        const auto* x = static_cast<const ActBlock*>(acts.row(0));
         for (size_t off : kOffsets) {
             OffsetBuffer row(bytes, off);
             const float want = (scalar.*fn)(row.data(), x, n);
@@ -163,32 +169,12 @@ void check_q8_K_dot(SimdLevel level, dwell_dtype t, DotQ8KFn DotKernels::*fn) {
     }
 }
 
+void check_q8_K_dot(SimdLevel level, dwell_dtype t, DotQ8KFn DotKernels::*fn) {
+    check_dot<ActBlockQ8_K>(level, t, fn, DWELL_QK_K, ActFormat::Q8_K, 100);
+}
+
 void check_q8_0_dot(SimdLevel level, dwell_dtype t, DotQ80Fn DotKernels::*fn) {
-    if (!level_supported(level)) GTEST_SKIP() << "CPU lacks " << simd_level_name(level);
-    const DotKernels simd = dot_kernels_for(level);
-    const DotKernels scalar = dot_kernels_for(SimdLevel::Scalar);
-    uint32_t seed = 300;
-    for (int64_t blocks : kBlockCounts) {
-        const int64_t n = blocks * DWELL_QK8_0;
-        auto bytes = random_weight_rows(t, n, 1, seed++);
-        if (t == DWELL_Q8_0 && blocks > 1) {
-            // A hostile file's -128 codes, which a sign trick would get wrong.
-            auto* b1 = reinterpret_cast<dwell_block_q8_0*>(bytes.data()) + 1;
-            for (auto& q : b1->qs) q = -128;
-        }
-        const auto xf = random_floats(static_cast<size_t>(n), seed++, -4.0f, 3.0f);
-        ActivationRows acts(ActFormat::Q8_0, n, 1);
-        acts.set(0, xf.data());
-        const auto* x = static_cast<const dwell_block_q8_0*>(acts.row(0));
-        for (size_t off : kOffsets) {
-            OffsetBuffer row(bytes, off);
-            const float want = (scalar.*fn)(row.data(), x, n);
-            const float got = (simd.*fn)(row.data(), x, n);
-            EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
-                << dwell_dtype_name(t) << " n=" << n << " offset=" << off << ": " << got << " vs "
-                << want;
-        }
-    }
+    check_dot<dwell_block_q8_0>(level, t, fn, DWELL_QK8_0, ActFormat::Q8_0, 300);
 }
 
 // Extreme codes and activations: all-max nibbles against -128/127 bytes,

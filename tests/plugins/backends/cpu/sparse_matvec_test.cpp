@@ -88,7 +88,7 @@ std::vector<float> sparse_input(int64_t k, double zero, uint32_t seed) {
 }
 
 // Every 7th row's block 2 at extreme codes (Q4_0 weights -8 and -7, Q8_0
-// 127 and 126, mixed), whose products with block 2's inputs come near the
+// 127 and 126 mixed, or -128), whose products with block 2's inputs come near the
 // integer sums' largest magnitudes.
 void make_extreme_rows(dwell_dtype t, int64_t k, int64_t n, std::vector<uint8_t>& rows) {
     if (k / 32 <= 2) return;
@@ -97,8 +97,12 @@ void make_extreme_rows(dwell_dtype t, int64_t k, int64_t n, std::vector<uint8_t>
         uint8_t* row = rows.data() + static_cast<size_t>(r) * row_bytes;
         if (t == DWELL_Q8_0) {
             auto* blk = reinterpret_cast<dwell_block_q8_0*>(row) + 2;
+            // Every 14th row all -128 (a hostile file's code, which a sign
+            // trick must carry as |w| = 128).
             for (int i = 0; i < 32; ++i)
-                blk->qs[i] = static_cast<int8_t>((i * 7 + r) % 3 == 0 ? 126 : 127);
+                blk->qs[i] = static_cast<int8_t>(r % 14 == 0            ? -128
+                                                 : (i * 7 + r) % 3 == 0 ? 126
+                                                                        : 127);
         } else {
             auto* blk = reinterpret_cast<dwell_block_q4_0*>(row) + 2;
             for (int i = 0; i < 16; ++i)
