@@ -585,22 +585,26 @@ Timings time_repetitions(const Runtime& runtime, const Session& base,
     Timings t;
     ProgressBar bar("bench", int64_t{a.reps + 1} * (a.n_gen + 1));
     int64_t done = 0;
-    // The same ids in every repetition: the warm-up and each timed run see
-    // the same routing, as greedy decoding would give them.
-    std::vector<int32_t> random_ids;
+    // Random ids: each repetition its own n_gen of one fixed-seed stream, so
+    // the timed runs meet tokens (and a MoE's experts) the warm-up did not
+    // bring in, and every run of the command sees the same ones.
+    std::vector<std::vector<int32_t>> random_ids;
     if (a.decode_tokens == "random") {
         std::mt19937 rng(54321);
         const auto n_vocab = static_cast<uint32_t>(base.model().info().n_vocab);
-        for (int32_t i = 0; i < a.n_gen; ++i)
-            random_ids.push_back(static_cast<int32_t>(rng() % n_vocab));
+        random_ids.resize(static_cast<size_t>(a.reps) + 1);
+        for (auto& ids : random_ids)
+            for (int32_t i = 0; i < a.n_gen; ++i)
+                ids.push_back(static_cast<int32_t>(rng() % n_vocab));
     }
     for (int32_t rep = 0; rep <= a.reps; ++rep) {
         std::unique_ptr<Session> session = base.fork();
         if (rep == 1 && a.profile) backend_profile(runtime, true);  // after the warm-up
         // Repetition 0 warms caches and page tables.
         const Repetition r = time_repetition(
-            runtime, *session, prompt, a.n_gen, random_ids.empty() ? nullptr : &random_ids, bar,
-            done, streamer, rep > 0 ? &t.decode_io : nullptr, rep > 0 ? &t.reads : nullptr);
+            runtime, *session, prompt, a.n_gen,
+            random_ids.empty() ? nullptr : &random_ids[static_cast<size_t>(rep)], bar, done,
+            streamer, rep > 0 ? &t.decode_io : nullptr, rep > 0 ? &t.reads : nullptr);
         if (rep > 0) t.runs.push_back(r);
     }
     return t;
